@@ -1,0 +1,110 @@
+// Engine: dependency counting from the roots, then nodes run latest-first as their inputs complete.
+#include "autograd/engine.h"
+
+#include <cmath>
+#include <queue>
+#include <unordered_map>
+
+#include "autograd/node.h"
+#include "core/error.h"
+
+namespace uoe::autograd {
+namespace {
+
+bool all_finite(const Tensor& t) {
+  if (!is_floating(t.dtype())) return true;
+  const std::vector<double> v = t.to(DType::Float64).to_vector<double>();
+  for (double x : v)
+    if (!std::isfinite(x)) return false;
+  return true;
+}
+
+struct LaterFirst {
+  bool operator()(const Node* a, const Node* b) const { return a->seq < b->seq; }
+};
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
+  UOE_CHECK(roots.size() == grads.size(), "[backward] ", roots.size(), " roots but ", grads.size(), " grads");
+  NoGradGuard no_grad;  // backward formulas record no graph
+  std::unordered_map<Node*, Tensor> buffer;
+  std::unordered_map<Node*, int> deps;
+  std::vector<std::shared_ptr<Node>> starts;
+
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& root = roots[i];
+    UOE_CHECK(root.defined() && root.requires_grad(),
+              "[backward] the tensor does not require grad and has no grad_fn: nothing to differentiate");
+    Tensor g = grads[i];
+    if (!g.defined()) {
+      UOE_CHECK(root.numel() == 1, "[backward] grad can be omitted only for a scalar output, got shape ",
+                shape_str(root.shape()), "; pass a gradient of that shape");
+      g = ones(root.shape(), TensorOptions{}.with_dtype(root.dtype()).with_device(root.device()));
+    }
+    UOE_CHECK(g.shape() == root.shape(), "[backward] gradient shape ", shape_str(g.shape()),
+              " does not match the output shape ", shape_str(root.shape()));
+    std::shared_ptr<Node> n = gradient_edge(root);
+    Tensor& slot = buffer[n.get()];
+    slot = slot.defined() ? slot + g : g;
+    starts.push_back(n);
+  }
+
+  // Count, for every reachable node, how many edges lead into it.
+  std::vector<Node*> stack;
+  std::unordered_map<Node*, bool> seen;
+  for (auto& n : starts)
+    if (!seen[n.get()]) { seen[n.get()] = true; stack.push_back(n.get()); }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (auto& child : n->next) {
+      if (!child) continue;
+      deps[child.get()]++;
+      if (!seen[child.get()]) { seen[child.get()] = true; stack.push_back(child.get()); }
+    }
+  }
+
+  std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
+  for (auto& n : starts)
+    if (deps[n.get()] == 0) ready.push(n.get());
+  std::unordered_map<Node*, bool> queued;
+  while (!ready.empty()) {
+    Node* node = ready.top();
+    ready.pop();
+    if (queued[node]) continue;
+    queued[node] = true;
+    Tensor grad = buffer[node];
+    buffer.erase(node);
+    if (!grad.defined())
+      grad = zeros(node->out_shape, TensorOptions{}.with_dtype(node->out_dtype).with_device(node->out_device));
+    for (const GradHook& hook : node->pre_hooks) {
+      Tensor r = hook(grad);
+      if (r.defined()) grad = r;
+    }
+    UOE_CHECK(!node->released(), "[backward] ", node->name(),
+              ": trying to run backward through the graph a second time (its saved tensors are "
+              "freed); pass retain_graph=true to the first backward");
+    std::vector<Tensor> in_grads = node->apply(grad);
+    if (!retain_graph) node->release_saved();
+    UOE_CHECK(in_grads.empty() || in_grads.size() == node->next.size(), "[backward] ", node->name(),
+              " returned ", in_grads.size(), " gradients for ", node->next.size(), " inputs");
+    for (size_t i = 0; i < node->next.size(); ++i) {
+      Node* child = node->next[i].get();
+      if (!child) continue;
+      const Tensor& g = in_grads.empty() ? Tensor() : in_grads[i];
+      if (g.defined()) {
+        UOE_CHECK(g.shape() == child->out_shape, "[backward] ", node->name(), " produced a gradient of shape ",
+                  shape_str(g.shape()), " for input ", i, " of shape ", shape_str(child->out_shape));
+        if (anomaly_enabled())
+          UOE_CHECK(all_finite(g), "[anomaly] the backward of '", node->name(),
+                    "' produced NaN or Inf in the gradient of its input ", i, " (shape ", shape_str(g.shape()), ")");
+        Tensor& slot = buffer[child];
+        slot = slot.defined() ? slot + g : g;
+      }
+      if (--deps[child] == 0) ready.push(child);
+    }
+  }
+}
+
+}  // namespace uoe::autograd

@@ -1,0 +1,110 @@
+// uoe_bench: op benchmarks through the public API — matmul GFLOP/s, memory-bound ops against a plain copy, attention.
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <cstring>
+
+#include "core/rng.h"
+#include "ops/ops.h"
+
+namespace uoe {
+namespace {
+
+// Square float32 matmul, both operands row-major; GFLOPS = 2 n^3 per iteration.
+void BM_Matmul(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const Tensor a = randn({n, n}), b = randn({n, n});
+  for (auto _ : state) benchmark::DoNotOptimize(ops::matmul(a, b).raw_data());
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * double(n * n * n) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Matmul)->Arg(256)->Arg(512)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+constexpr int64_t kElems = int64_t(1) << 26;  // 256 MiB per float32 array: larger than the caches
+
+void set_bandwidth(benchmark::State& state, double bytes_per_iter) {
+  state.counters["GB/s"] = benchmark::Counter(bytes_per_iter * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// The machine's memory bandwidth as a plain copy sees it: memcpy split across the threads.
+void BM_Copy(benchmark::State& state) {
+  std::vector<float> src(size_t(kElems), 1.0f), dst(size_t(kElems), 0.0f);
+  for (auto _ : state) {
+#pragma omp parallel
+    {
+      const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+      const int64_t chunk = (kElems + nt - 1) / nt, begin = t * chunk, end = std::min(kElems, begin + chunk);
+      if (begin < end) std::memcpy(dst.data() + begin, src.data() + begin, size_t(end - begin) * sizeof(float));
+    }
+    benchmark::DoNotOptimize(dst.data());
+  }
+  set_bandwidth(state, 2.0 * kElems * sizeof(float));
+}
+BENCHMARK(BM_Copy)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_Add(benchmark::State& state) {
+  const Tensor a = randn({kElems}), b = randn({kElems});
+  for (auto _ : state) benchmark::DoNotOptimize((a + b).raw_data());
+  set_bandwidth(state, 3.0 * kElems * sizeof(float));
+}
+BENCHMARK(BM_Add)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_MulBroadcastRow(benchmark::State& state) {
+  const Tensor a = randn({kElems / 1024, 1024}), b = randn({1024});
+  for (auto _ : state) benchmark::DoNotOptimize((a * b).raw_data());
+  set_bandwidth(state, 2.0 * kElems * sizeof(float));
+}
+BENCHMARK(BM_MulBroadcastRow)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+template <Tensor (*F)(const Tensor&)>
+void BM_Unary(benchmark::State& state) {
+  const Tensor a = randn({kElems});
+  for (auto _ : state) benchmark::DoNotOptimize(F(a).raw_data());
+  set_bandwidth(state, 2.0 * kElems * sizeof(float));
+}
+BENCHMARK(BM_Unary<ops::exp>)->Name("BM_Exp")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Unary<ops::silu>)->Name("BM_Silu")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Unary<ops::tanh>)->Name("BM_Tanh")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Row ops over [rows, 1024] float32 (64 MiB in, 64 MiB out).
+void BM_Softmax(benchmark::State& state) {
+  const Tensor x = randn({kElems / 1024, 1024});
+  for (auto _ : state) benchmark::DoNotOptimize(ops::softmax(x, -1).raw_data());
+  set_bandwidth(state, 2.0 * kElems * sizeof(float));
+}
+BENCHMARK(BM_Softmax)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_RMSNorm(benchmark::State& state) {
+  const Tensor x = randn({kElems / 1024, 1024}), w = randn({1024});
+  for (auto _ : state) benchmark::DoNotOptimize(ops::rms_norm(x, w).raw_data());
+  set_bandwidth(state, 2.0 * kElems * sizeof(float));
+}
+BENCHMARK(BM_RMSNorm)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_CrossEntropy(benchmark::State& state) {
+  const int64_t V = 1024, N = kElems / V;
+  const Tensor logits = randn({N, V});
+  const Tensor targets = randint(0, V, {N});
+  for (auto _ : state) benchmark::DoNotOptimize(ops::cross_entropy(logits, targets).raw_data());
+  set_bandwidth(state, 1.0 * kElems * sizeof(float));
+}
+BENCHMARK(BM_CrossEntropy)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Causal attention forward + backward, float32, q/k/v [B, H, T, Dh];
+// FLOPs: forward 4 B H T^2 Dh / 2 (causal half), backward 2.5x that.
+void BM_AttentionFwdBwd(benchmark::State& state) {
+  const int64_t B = 4, H = 4, T = state.range(0), Dh = 64;
+  const Tensor q = randn({B, H, T, Dh}).requires_grad_(), k = randn({B, H, T, Dh}).requires_grad_(),
+               v = randn({B, H, T, Dh}).requires_grad_();
+  const Tensor g = randn({B, H, T, Dh});
+  for (auto _ : state) {
+    Tensor y = ops::scaled_dot_product_attention(q, k, v, true);
+    y.backward(g);
+    benchmark::DoNotOptimize(q.grad().raw_data());
+  }
+  const double fwd = 4.0 * double(B * H * T * T * Dh) / 2;
+  state.counters["GFLOPS"] = benchmark::Counter(3.5 * fwd * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_AttentionFwdBwd)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace uoe

@@ -1,0 +1,32 @@
+// Allocator interface, the CPU allocator (64-byte aligned, caching) and the per-device registry.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "core/device.h"
+
+namespace uoe {
+
+struct AllocatorStats {
+  size_t allocated = 0;  // bytes handed out and not yet returned
+  size_t reserved = 0;   // bytes held from the system (allocated + cached)
+  size_t peak = 0;       // highest `allocated` seen
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t nbytes) = 0;  // never returns null for nbytes > 0
+  virtual void deallocate(void* ptr, size_t nbytes) = 0;
+  virtual AllocatorStats stats() const = 0;
+  virtual void empty_cache() = 0;  // returns cached blocks to the system
+};
+
+// The allocator that serves `device`; cuda devices raise an error in a CPU-only build.
+Allocator& allocator_for(Device device);
+// Installed by the CUDA backend at start-up.
+void register_cuda_allocator(Allocator* a);
+
+constexpr size_t kCpuAlignment = 64;
+
+}  // namespace uoe

@@ -1,0 +1,19 @@
+// Shape helpers: element counts, contiguous strides, dim wrapping, broadcasting, printing.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace uoe {
+
+using Shape = std::vector<int64_t>;
+
+int64_t shape_numel(const Shape& s);
+Shape contiguous_strides(const Shape& s);
+std::string shape_str(const Shape& s);  // "[2, 3]"
+// Wraps a possibly negative dim into [0, ndim); the error names `op`.
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+// NumPy broadcasting of two shapes; the error names `op` and shows both shapes.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+
+}  // namespace uoe

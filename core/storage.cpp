@@ -1,0 +1,14 @@
+// Storage allocation and release through the device's allocator.
+#include "core/storage.h"
+
+namespace uoe {
+
+Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
+  if (nbytes_ > 0) data_ = allocator_for(device_).allocate(nbytes_);
+}
+
+Storage::~Storage() {
+  if (data_) allocator_for(device_).deallocate(data_, nbytes_);
+}
+
+}  // namespace uoe

@@ -1,0 +1,93 @@
+// Binary arithmetic with broadcasting (add, sub, mul, div, pow) and the Tensor operators: forward and backward.
+#include "autograd/node.h"
+#include "core/error.h"
+#include "ops/cpu/elementwise_kernels.h"
+#include "ops/op_utils.h"
+#include "ops/ops.h"
+
+namespace uoe::ops {
+namespace {
+
+using cpu::BinaryKind;
+
+Tensor run_binary(const char* op, BinaryKind kind, const Tensor& a, const Tensor& b) {
+  check_cpu_op(op, {a, b});
+  UOE_CHECK(a.dtype() == b.dtype(), "[", op, "] dtypes differ: a is ", describe(a), " and b is ", describe(b));
+  broadcast_shapes(a.shape(), b.shape(), op);
+  return restore_dtype(cpu::binary(kind, compute_view(a), compute_view(b)), a.dtype());
+}
+
+// Gradients of a binary op as functions of (a, b, g); each is summed back to its input's shape.
+struct BinaryBackward final : autograd::Node {
+  using Formula = Tensor (*)(const Tensor& a, const Tensor& b, const Tensor& g);
+  const char* op;
+  Formula da, db;
+  Shape a_shape, b_shape;
+  BinaryBackward(const char* o, Formula fa, Formula fb, Shape sa, Shape sb)
+      : op(o), da(fa), db(fb), a_shape(std::move(sa)), b_shape(std::move(sb)) {}
+  std::string name() const override { return op; }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    const Tensor a = saved(0), b = saved(1);
+    return {next[0] ? sum_to(da(a, b, g), a_shape) : Tensor(), next[1] ? sum_to(db(a, b, g), b_shape) : Tensor()};
+  }
+};
+
+Tensor binary_op(const char* op, BinaryKind kind, const Tensor& a, const Tensor& b, BinaryBackward::Formula da,
+                 BinaryBackward::Formula db, bool save_inputs) {
+  Tensor y = run_binary(op, kind, a, b);
+  if (auto node = autograd::record<BinaryBackward>(y, {a, b}, op, da, db, a.shape(), b.shape())) {
+    if (save_inputs)
+      node->save({a, b});
+    else
+      node->save({Tensor(), Tensor()});
+  }
+  return y;
+}
+
+}  // namespace
+
+Tensor scalar_like(double value, const Tensor& t) {
+  return full({}, value, TensorOptions{}.with_dtype(t.dtype()).with_device(t.device()));
+}
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  return binary_op("add", BinaryKind::Add, a, b, [](const Tensor&, const Tensor&, const Tensor& g) { return g; },
+                   [](const Tensor&, const Tensor&, const Tensor& g) { return g; }, false);
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return binary_op("sub", BinaryKind::Sub, a, b, [](const Tensor&, const Tensor&, const Tensor& g) { return g; },
+                   [](const Tensor&, const Tensor&, const Tensor& g) { return neg(g); }, false);
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return binary_op("mul", BinaryKind::Mul, a, b, [](const Tensor&, const Tensor& b, const Tensor& g) { return g * b; },
+                   [](const Tensor& a, const Tensor&, const Tensor& g) { return g * a; }, true);
+}
+Tensor div(const Tensor& a, const Tensor& b) {  // d(a/b)/db = -a / b^2
+  return binary_op("div", BinaryKind::Div, a, b, [](const Tensor&, const Tensor& b, const Tensor& g) { return g / b; },
+                   [](const Tensor& a, const Tensor& b, const Tensor& g) { return neg(g * a / (b * b)); }, true);
+}
+Tensor pow(const Tensor& a, const Tensor& b) {  // d a^b = b a^(b-1) da + a^b log(a) db
+  check_floating("pow", "a", a);
+  return binary_op("pow", BinaryKind::Pow, a, b,
+                   [](const Tensor& a, const Tensor& b, const Tensor& g) { return g * b * pow(a, b - 1.0); },
+                   [](const Tensor& a, const Tensor& b, const Tensor& g) { return g * pow(a, b) * log(a); }, true);
+}
+Tensor pow(const Tensor& a, double exponent) { return pow(a, scalar_like(exponent, a)); }
+
+}  // namespace uoe::ops
+
+namespace uoe {
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return ops::add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return ops::sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return ops::mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return ops::div(a, b); }
+Tensor operator+(const Tensor& a, double b) { return ops::add(a, ops::scalar_like(b, a)); }
+Tensor operator-(const Tensor& a, double b) { return ops::sub(a, ops::scalar_like(b, a)); }
+Tensor operator*(const Tensor& a, double b) { return ops::mul(a, ops::scalar_like(b, a)); }
+Tensor operator/(const Tensor& a, double b) { return ops::div(a, ops::scalar_like(b, a)); }
+Tensor operator*(double a, const Tensor& b) { return ops::mul(ops::scalar_like(a, b), b); }
+Tensor operator-(double a, const Tensor& b) { return ops::sub(ops::scalar_like(a, b), b); }
+Tensor operator-(const Tensor& a) { return ops::neg(a); }
+
+}  // namespace uoe

@@ -1,0 +1,608 @@
+// CPU fused attention kernels: tiled online-softmax forward/backward, OpenMP-parallel, deterministic, ISA-dispatched.
+#include "ops/cpu/attention_kernels.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <new>
+#include <type_traits>
+#include <vector>
+
+#include "core/error.h"
+
+namespace uoe::cpu {
+namespace {
+
+#define UOE_ATTN_INLINE inline __attribute__((always_inline))
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define UOE_ATTN_X86 1
+#define UOE_ATTN_V4 __attribute__((target("arch=x86-64-v4")))
+#define UOE_ATTN_V3 __attribute__((target("arch=x86-64-v3")))
+#else
+#define UOE_ATTN_X86 0
+#endif
+
+// Tile sizes: a thread holds score tiles of kBq query rows × kBk key rows (never the full T×T matrix).
+constexpr int kBq = 64;
+constexpr int kBk = 64;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// ---------------------------------------------------------------------------------------------------------
+// SIMD helpers on GCC vector extensions. VB = vector bytes: 64 (AVX-512), 32 (AVX2), 16 (SSE2 / other).
+// Helpers take vectors by reference (never by value) so no vector ABI crosses a function boundary.
+// `x - V{}` broadcasts the scalar x: subtracting +0 is exact and folds away (adding +0 would not, because of −0).
+template <typename T, int VB>
+struct Simd {
+  static constexpr int W = VB / int(sizeof(T));
+  typedef T V __attribute__((vector_size(VB)));
+
+  static UOE_ATTN_INLINE void load(V& v, const T* p) { std::memcpy(&v, p, sizeof(V)); }
+  static UOE_ATTN_INLINE void store(T* p, const V& v) { std::memcpy(p, &v, sizeof(V)); }
+  static UOE_ATTN_INLINE void iota(V& v, int base) {
+    for (int l = 0; l < W; ++l) v[l] = T(base + l);
+  }
+  // x = exp(x) lane-wise. float: exp(x) = 2^n · e^r with n = round(x·log2 e), r = x − n·ln2 (Cody–Waite two-part
+  // ln2), e^r by its degree-7 Taylor polynomial on |r| ≤ ln2/2 (truncation < 1e-8, total ≈ 1e-7 relative);
+  // x < −87.33 (below FLT_MIN, including −inf) gives 0, NaN propagates. double: std::exp per lane.
+  static UOE_ATTN_INLINE void exp(V& x) {
+    if constexpr (std::is_same_v<T, float>) {
+      typedef int32_t VI __attribute__((vector_size(VB)));
+      const V lo = -87.33f - V{}, hi = 88.0f - V{}, magic = 12582912.0f - V{};  // 1.5·2^23 rounds to integer
+      const auto under = x < lo;
+      V xc = under ? lo : x;
+      xc = xc > hi ? hi : xc;
+      const V n = (xc * 1.44269504088896341f + magic) - magic;
+      V r = xc - n * 0.693145751953125f;  // exact product: the high part of ln2 has 16 significant bits
+      r = r - n * 1.42860682030941723212e-6f;
+      V p = (1.0f / 5040.0f) - V{};
+      p = p * r + (1.0f / 720.0f);
+      p = p * r + (1.0f / 120.0f);
+      p = p * r + (1.0f / 24.0f);
+      p = p * r + (1.0f / 6.0f);
+      p = p * r + 0.5f;
+      p = p * r + 1.0f;
+      p = p * r + 1.0f;
+      const VI bits = (__builtin_convertvector(n, VI) + 127) << 23;
+      V two_n;
+      std::memcpy(&two_n, &bits, sizeof(V));
+      x = under ? V{} : p * two_n;
+    } else {
+      for (int l = 0; l < W; ++l) x[l] = std::exp(x[l]);
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Small GEMM on tiles: C[M×N] = init + A[M×K] · B[K×N]. A(i,k) = A[i·ars + k·acs] (strides let A be a
+// transposed tile or rows of an input tensor), B rows are contiguous with leading dimension ldb, N % W == 0.
+// mode 0: init = 0; mode 1: init = C; mode 2: init = rs[i] · C (online-softmax rescale of the output rows).
+template <typename T>
+struct GemmArgs {
+  int M, N, K;
+  const T* A;
+  int64_t ars, acs;
+  const T* B;
+  int64_t ldb;
+  T* C;
+  int64_t ldc;
+  int mode;
+  const T* rs;
+};
+
+// Register-blocked micro kernel: R rows × CV vectors of C held in registers across the whole K loop.
+template <typename T, int VB, int R, int CV>
+UOE_ATTN_INLINE void gemm_micro(int K, const T* A, int64_t ars, int64_t acs, const T* B, int64_t ldb, T* C, int64_t ldc,
+                                int mode, const T* rs) {
+  using S = Simd<T, VB>;
+  using V = typename S::V;
+  constexpr int W = S::W;
+  V acc[R][CV];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 16
+    for (int c = 0; c < CV; ++c) {
+      if (mode == 0) {
+        acc[r][c] = V{};
+      } else {
+        S::load(acc[r][c], C + r * ldc + c * W);
+        if (mode == 2) acc[r][c] *= rs[r];
+      }
+    }
+  }
+  for (int k = 0; k < K; ++k) {  // reduction: acc[r][:] += A(r,k) · B[k, :]
+    V b[CV];
+#pragma GCC unroll 16
+    for (int c = 0; c < CV; ++c) S::load(b[c], B + k * ldb + c * W);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const V a = A[r * ars + k * acs] - V{};
+#pragma GCC unroll 16
+      for (int c = 0; c < CV; ++c) acc[r][c] += a * b[c];
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 16
+    for (int c = 0; c < CV; ++c) S::store(C + r * ldc + c * W, acc[r][c]);
+  }
+}
+
+// All rows of one column strip of CV vectors: blocks of R rows, then single rows.
+template <typename T, int VB, int R, int CV>
+UOE_ATTN_INLINE void gemm_strip(const GemmArgs<T>& g, int c0) {
+  int i = 0;
+  for (; i + R <= g.M; i += R)  // [R rows] × [CV·W cols]
+    gemm_micro<T, VB, R, CV>(g.K, g.A + i * g.ars, g.ars, g.acs, g.B + c0, g.ldb, g.C + i * g.ldc + c0, g.ldc, g.mode,
+                             g.rs ? g.rs + i : nullptr);
+  for (; i < g.M; ++i)  // leftover rows one at a time
+    gemm_micro<T, VB, 1, CV>(g.K, g.A + i * g.ars, g.ars, g.acs, g.B + c0, g.ldb, g.C + i * g.ldc + c0, g.ldc, g.mode,
+                             g.rs ? g.rs + i : nullptr);
+}
+
+template <typename T, int VB>
+UOE_ATTN_INLINE void gemm_impl(const GemmArgs<T>& g) {
+  constexpr int W = Simd<T, VB>::W;
+  // Register block: R rows × CV vectors, R·CV accumulators (16 zmm of 32 with AVX-512, 8 of 16 otherwise).
+  constexpr int R = 4;
+  constexpr int CV = VB == 64 ? 4 : 2;
+  for (int c0 = 0; c0 < g.N; c0 += CV * W) {  // column strips of up to CV vectors
+    const int nv = std::min(CV, (g.N - c0) / W);
+    if (nv == CV) {
+      gemm_strip<T, VB, R, CV>(g, c0);
+    } else if (nv == 1) {
+      gemm_strip<T, VB, R, 1>(g, c0);
+    } else if constexpr (CV == 4) {
+      if (nv == 2)
+        gemm_strip<T, VB, R, 2>(g, c0);
+      else
+        gemm_strip<T, VB, R, 3>(g, c0);
+    }
+  }
+}
+
+// One out-of-line GEMM per instruction set; the task bodies below are inlined into per-ISA wrappers and call
+// the GEMM of their own ISA.
+#if UOE_ATTN_X86
+template <typename T>
+UOE_ATTN_V4 __attribute__((noinline)) void gemm_v4(const GemmArgs<T>& g) { gemm_impl<T, 64>(g); }
+template <typename T>
+UOE_ATTN_V3 __attribute__((noinline)) void gemm_v3(const GemmArgs<T>& g) { gemm_impl<T, 32>(g); }
+#endif
+template <typename T>
+__attribute__((noinline)) void gemm_v1(const GemmArgs<T>& g) { gemm_impl<T, 16>(g); }
+
+template <typename T, int VB>
+UOE_ATTN_INLINE void gemm(int M, int N, int K, const T* A, int64_t ars, int64_t acs, const T* B, int64_t ldb, T* C,
+                          int64_t ldc, int mode, const T* rs = nullptr) {
+  const GemmArgs<T> g{M, N, K, A, ars, acs, B, ldb, C, ldc, mode, rs};
+#if UOE_ATTN_X86
+  if constexpr (VB == 64) return gemm_v4<T>(g);
+  if constexpr (VB == 32) return gemm_v3<T>(g);
+#endif
+  gemm_v1<T>(g);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Packing. dst[d·ld + r] = src[r·stride + d] for r < n, d < Dh; columns r in [n, ld) are zero.
+template <typename T>
+UOE_ATTN_INLINE void pack_transposed(T* dst, int ld, const T* src, int64_t stride, int n, int64_t Dh) {
+  if (n < ld) std::memset(dst, 0, sizeof(T) * size_t(Dh) * size_t(ld));
+  for (int r = 0; r < n; ++r) {  // [n rows][Dh] -> [Dh][ld]
+    const T* s = src + r * stride;
+    for (int64_t d = 0; d < Dh; ++d) dst[d * ld + r] = s[d];
+  }
+}
+// dst[r·ld + d] = src[r·stride + d] for r < n, d < Dh; columns [Dh, ld) are zero.
+template <typename T>
+UOE_ATTN_INLINE void pack_rows(T* dst, int64_t ld, const T* src, int64_t stride, int n, int64_t Dh) {
+  for (int r = 0; r < n; ++r) {  // [n rows][Dh] -> [n rows][ld]
+    std::memcpy(dst + r * ld, src + r * stride, sizeof(T) * size_t(Dh));
+    std::memset(dst + r * ld + Dh, 0, sizeof(T) * size_t(ld - Dh));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Problem description shared by the tasks of one call.
+template <typename T>
+struct Ctx {
+  int64_t B, H, Hkv, len, Dh, G, nqb, nkb;  // len = sequence length T; G = H / Hkv q heads per kv head
+  T scale;
+  bool causal;
+  const T *q, *k, *v, *lse_in, *dout, *dsum;
+  AttnStrides qs, ks, vs, os, dos, dqs, dks, dvs;
+  T *out, *lse_out, *dq, *dk, *dv;
+};
+
+// Workspace elements per thread (upper bound for every task kind and ISA).
+size_t workspace_elems(int64_t Dh) {
+  const size_t dhp = size_t((Dh + 15) / 16 * 16);
+  return 6 * size_t(std::max(kBq, kBk)) * dhp + 4 * size_t(kBq) * kBk + 8 * size_t(kBq) + 64;
+}
+
+// Forward task: one (b, h, query block). S^T = K_blk · Q_blk^T (key rows × query columns) so that the online
+// softmax runs down the columns with whole vectors of queries; O = diag(alpha)·O + P · V_blk with P read transposed.
+template <typename T, int VB>
+UOE_ATTN_INLINE void fwd_task(const Ctx<T>& c, int64_t task, T* ws) {
+  using S = Simd<T, VB>;
+  using V = typename S::V;
+  constexpr int W = S::W;
+  const int64_t Dh = c.Dh, Dhp = (Dh + W - 1) / W * W;
+  const bool direct = Dh % W == 0;  // V rows can feed the GEMM in place
+  // Tasks run the last (heaviest under a causal mask) query blocks first.
+  const int64_t bh = task % (c.B * c.H), qb = c.nqb - 1 - task / (c.B * c.H);
+  const int64_t b = bh / c.H, h = bh % c.H, hk = h / c.G;
+  const int64_t i0 = qb * kBq;
+  const int qn = int(std::min<int64_t>(kBq, c.len - i0));
+  const T* qp = c.q + b * c.qs.batch + h * c.qs.head + i0 * c.qs.time;
+  const T* kp = c.k + b * c.ks.batch + hk * c.ks.head;
+  const T* vp = c.v + b * c.vs.batch + hk * c.vs.head;
+
+  T* QT = ws;             // [Dh][kBq]
+  T* ST = QT + Dh * kBq;  // [kBk][kBq]  scores, then probabilities, transposed
+  T* O = ST + kBk * kBq;  // [kBq][Dhp]  unnormalised output rows
+  T* Vb = O + kBq * Dhp;  // [kBk][Dhp]  padded V rows when Dh % W != 0
+  T* m = Vb + kBk * Dhp;  // [kBq] running max
+  T* l = m + kBq;         // [kBq] running sum
+  T* alpha = l + kBq;     // [kBq] rescale of O for the current key block
+
+  pack_transposed(QT, kBq, qp, c.qs.time, qn, Dh);
+  for (int i = 0; i < kBq; ++i) m[i] = -std::numeric_limits<T>::infinity(), l[i] = T(0);
+  const V sc = c.scale - V{}, ninf = -std::numeric_limits<T>::infinity() - V{};
+
+  const int64_t nk = c.causal ? ceil_div(i0 + qn, kBk) : c.nkb;  // causal: blocks above the diagonal skipped
+  for (int64_t kb = 0; kb < nk; ++kb) {
+    const int64_t j0 = kb * kBk;
+    const int kn = int(std::min<int64_t>(kBk, c.len - j0));
+    // ST[kn × kBq] = K[j0:j0+kn, :Dh] · QT[:Dh, :kBq]
+    gemm<T, VB>(kn, kBq, int(Dh), kp + j0 * c.ks.time, c.ks.time, 1, QT, kBq, ST, kBq, 0);
+    const bool diag = c.causal && j0 + kn - 1 > i0;  // some (query, key) pairs of this block are masked
+    for (int cv = 0; cv < kBq / W; ++cv) {           // W query columns at a time
+      V idx, mo, mx, lo;
+      S::iota(idx, cv * W);
+      S::load(mo, m + cv * W);
+      mx = mo;
+      for (int j = 0; j < kn; ++j) {  // column max over the kn keys
+        V s;
+        S::load(s, ST + j * kBq + cv * W);
+        s *= sc;
+        if (diag) s = idx >= T(j0 + j - i0) - V{} ? s : ninf;  // key j0+j visible to query i0+i iff i0+i >= j0+j
+        mx = mx > s ? mx : s;
+      }
+      const V ms = mx == ninf ? V{} : mx;  // fully masked column: keep p = 0, alpha = 1 harmless
+      V a = mo - ms, sum = V{};
+      S::exp(a);
+      for (int j = 0; j < kn; ++j) {  // p = exp(s·scale − max), column sums
+        V s;
+        S::load(s, ST + j * kBq + cv * W);
+        s = s * sc - ms;
+        S::exp(s);
+        if (diag) s = idx >= T(j0 + j - i0) - V{} ? s : V{};
+        S::store(ST + j * kBq + cv * W, s);
+        sum += s;
+      }
+      S::load(lo, l + cv * W);
+      lo = a * lo + sum;
+      S::store(l + cv * W, lo);
+      S::store(m + cv * W, mx);
+      S::store(alpha + cv * W, a);
+    }
+    const T* Bv = vp + j0 * c.vs.time;
+    int64_t ldv = c.vs.time;
+    if (!direct) pack_rows(Vb, Dhp, Bv, ldv, kn, Dh), Bv = Vb, ldv = Dhp;
+    // O[qn × Dhp] = alpha ⊙ O + ST^T[qn × kn] · V[kn × Dhp]
+    gemm<T, VB>(qn, int(Dhp), kn, ST, 1, kBq, Bv, ldv, O, Dhp, kb == 0 ? 0 : 2, alpha);
+  }
+  T* op = c.out + b * c.os.batch + h * c.os.head + i0 * c.os.time;
+  T* lp = c.lse_out + (b * c.H + h) * c.len + i0;
+  for (int i = 0; i < qn; ++i) {  // out = O / l, lse = m + log l
+    const T inv = T(1) / l[i];
+    T* orow = op + i * c.os.time;
+    const T* src = O + i * Dhp;
+#pragma omp simd
+    for (int64_t d = 0; d < Dh; ++d) orow[d] = src[d] * inv;
+    lp[i] = m[i] + std::log(l[i]);
+  }
+}
+
+// Backward pass 1 task: one (b, kv head, key block) → dk, dv rows of that block. Loops over the q heads of the
+// group and their query blocks in a fixed order; S = Q_blk · K_blk^T (query rows × key columns).
+template <typename T, int VB>
+UOE_ATTN_INLINE void bwd_kv_task(const Ctx<T>& c, int64_t task, T* ws) {
+  using S = Simd<T, VB>;
+  using V = typename S::V;
+  constexpr int W = S::W;
+  const int64_t Dh = c.Dh, Dhp = (Dh + W - 1) / W * W;
+  const bool direct = Dh % W == 0;
+  const int64_t bh = task % (c.B * c.Hkv), kb = task / (c.B * c.Hkv);  // heavy (early) causal blocks first
+  const int64_t b = bh / c.Hkv, hk = bh % c.Hkv;
+  const int64_t j0 = kb * kBk;
+  const int kn = int(std::min<int64_t>(kBk, c.len - j0));
+
+  T* KT = ws;               // [Dh][kBk]
+  T* VT = KT + Dh * kBk;    // [Dh][kBk]
+  T* P = VT + Dh * kBk;     // [kBq][kBk] probabilities
+  T* dS = P + kBq * kBk;    // [kBq][kBk] dP, then dS
+  T* dK = dS + kBq * kBk;   // [kBk][Dhp]
+  T* dV = dK + kBk * Dhp;   // [kBk][Dhp]
+  T* Qb = dV + kBk * Dhp;   // [kBq][Dhp] padded Q rows when Dh % W != 0
+  T* dOb = Qb + kBq * Dhp;  // [kBq][Dhp] padded dO rows
+
+  pack_transposed(KT, kBk, c.k + b * c.ks.batch + hk * c.ks.head + j0 * c.ks.time, c.ks.time, kn, Dh);
+  pack_transposed(VT, kBk, c.v + b * c.vs.batch + hk * c.vs.head + j0 * c.vs.time, c.vs.time, kn, Dh);
+  const V sc = c.scale - V{};
+  bool first = true;
+  for (int64_t g = 0; g < c.G; ++g) {  // q heads of the group, fixed order
+    const int64_t h = hk * c.G + g;
+    for (int64_t qb = c.causal ? j0 / kBq : 0; qb < c.nqb; ++qb) {  // causal: query blocks below the diagonal
+      const int64_t i0 = qb * kBq;
+      const int qn = int(std::min<int64_t>(kBq, c.len - i0));
+      const T* qp = c.q + b * c.qs.batch + h * c.qs.head + i0 * c.qs.time;
+      const T* dop = c.dout + b * c.dos.batch + h * c.dos.head + i0 * c.dos.time;
+      const T* lse = c.lse_in + (b * c.H + h) * c.len + i0;
+      const T* dsum = c.dsum + (b * c.H + h) * c.len + i0;
+      // P[qn × kBk] = Q · KT ; dS[qn × kBk] = dO · VT (= dP)
+      gemm<T, VB>(qn, kBk, int(Dh), qp, c.qs.time, 1, KT, kBk, P, kBk, 0);
+      gemm<T, VB>(qn, kBk, int(Dh), dop, c.dos.time, 1, VT, kBk, dS, kBk, 0);
+      const bool diag = c.causal && j0 + kn - 1 > i0;
+      for (int i = 0; i < qn; ++i) {  // row i: p = exp(s·scale − lse), ds = p ⊙ (dp − D)
+        const V li = lse[i] - V{}, di = dsum[i] - V{}, thr = T(i0 + i - j0) - V{};
+        for (int cv = 0; cv < kBk / W; ++cv) {
+          V s, dp, idx;
+          S::load(s, P + i * kBk + cv * W);
+          S::load(dp, dS + i * kBk + cv * W);
+          s = s * sc - li;
+          S::exp(s);
+          if (diag) {
+            S::iota(idx, cv * W);
+            s = idx <= thr ? s : V{};
+          }
+          S::store(P + i * kBk + cv * W, s);
+          S::store(dS + i * kBk + cv * W, s * (dp - di));
+        }
+      }
+      const T *Bq = qp, *Bdo = dop;
+      int64_t ldq = c.qs.time, lddo = c.dos.time;
+      if (!direct) {
+        pack_rows(Qb, Dhp, qp, ldq, qn, Dh), Bq = Qb, ldq = Dhp;
+        pack_rows(dOb, Dhp, dop, lddo, qn, Dh), Bdo = dOb, lddo = Dhp;
+      }
+      // dV[kn × Dhp] += P^T[kn × qn] · dO[qn × Dhp] ; dK[kn × Dhp] += dS^T · Q
+      gemm<T, VB>(kn, int(Dhp), qn, P, 1, kBk, Bdo, lddo, dV, Dhp, first ? 0 : 1);
+      gemm<T, VB>(kn, int(Dhp), qn, dS, 1, kBk, Bq, ldq, dK, Dhp, first ? 0 : 1);
+      first = false;
+    }
+  }
+  T* dkp = c.dk + b * c.dks.batch + hk * c.dks.head + j0 * c.dks.time;
+  T* dvp = c.dv + b * c.dvs.batch + hk * c.dvs.head + j0 * c.dvs.time;
+  const T scale = c.scale;
+  for (int j = 0; j < kn; ++j) {  // write dk = scale · dK, dv = dV
+    T* kr = dkp + j * c.dks.time;
+    T* vr = dvp + j * c.dvs.time;
+    const T* ks = dK + j * Dhp;
+    const T* vsrc = dV + j * Dhp;
+#pragma omp simd
+    for (int64_t d = 0; d < Dh; ++d) {
+      kr[d] = first ? T(0) : ks[d] * scale;
+      vr[d] = first ? T(0) : vsrc[d];
+    }
+  }
+}
+
+// Backward pass 2 task: one (b, h, query block) → dq rows. S^T = K_blk · Q_blk^T as in the forward.
+template <typename T, int VB>
+UOE_ATTN_INLINE void bwd_q_task(const Ctx<T>& c, int64_t task, T* ws) {
+  using S = Simd<T, VB>;
+  using V = typename S::V;
+  constexpr int W = S::W;
+  const int64_t Dh = c.Dh, Dhp = (Dh + W - 1) / W * W;
+  const bool direct = Dh % W == 0;
+  const int64_t bh = task % (c.B * c.H), qb = c.nqb - 1 - task / (c.B * c.H);
+  const int64_t b = bh / c.H, h = bh % c.H, hk = h / c.G;
+  const int64_t i0 = qb * kBq;
+  const int qn = int(std::min<int64_t>(kBq, c.len - i0));
+  const T* kp = c.k + b * c.ks.batch + hk * c.ks.head;
+  const T* vp = c.v + b * c.vs.batch + hk * c.vs.head;
+
+  T* QT = ws;               // [Dh][kBq]
+  T* dOT = QT + Dh * kBq;   // [Dh][kBq]
+  T* ST = dOT + Dh * kBq;   // [kBk][kBq] scores / probabilities, transposed
+  T* dST = ST + kBk * kBq;  // [kBk][kBq] dP^T, then dS^T
+  T* dQ = dST + kBk * kBq;  // [kBq][Dhp]
+  T* Kb = dQ + kBq * Dhp;   // [kBk][Dhp] padded K rows when Dh % W != 0
+  T* Lb = Kb + kBk * Dhp;   // [kBq] lse (0 past qn)
+  T* Db = Lb + kBq;         // [kBq] D = rowsum(dout ⊙ out) (0 past qn)
+
+  pack_transposed(QT, kBq, c.q + b * c.qs.batch + h * c.qs.head + i0 * c.qs.time, c.qs.time, qn, Dh);
+  pack_transposed(dOT, kBq, c.dout + b * c.dos.batch + h * c.dos.head + i0 * c.dos.time, c.dos.time, qn, Dh);
+  for (int i = 0; i < kBq; ++i) {
+    Lb[i] = i < qn ? c.lse_in[(b * c.H + h) * c.len + i0 + i] : T(0);
+    Db[i] = i < qn ? c.dsum[(b * c.H + h) * c.len + i0 + i] : T(0);
+  }
+  const V sc = c.scale - V{};
+  const int64_t nk = c.causal ? ceil_div(i0 + qn, kBk) : c.nkb;
+  for (int64_t kb = 0; kb < nk; ++kb) {
+    const int64_t j0 = kb * kBk;
+    const int kn = int(std::min<int64_t>(kBk, c.len - j0));
+    const T* kr = kp + j0 * c.ks.time;
+    // ST[kn × kBq] = K · QT ; dST[kn × kBq] = V · dOT (= dP^T)
+    gemm<T, VB>(kn, kBq, int(Dh), kr, c.ks.time, 1, QT, kBq, ST, kBq, 0);
+    gemm<T, VB>(kn, kBq, int(Dh), vp + j0 * c.vs.time, c.vs.time, 1, dOT, kBq, dST, kBq, 0);
+    const bool diag = c.causal && j0 + kn - 1 > i0;
+    for (int cv = 0; cv < kBq / W; ++cv) {  // W query columns at a time
+      V li, di, idx;
+      S::load(li, Lb + cv * W);
+      S::load(di, Db + cv * W);
+      S::iota(idx, cv * W);
+      for (int j = 0; j < kn; ++j) {  // ds^T = exp(s·scale − lse) ⊙ (dp − D)
+        V s, dp;
+        S::load(s, ST + j * kBq + cv * W);
+        S::load(dp, dST + j * kBq + cv * W);
+        s = s * sc - li;
+        S::exp(s);
+        if (diag) s = idx >= T(j0 + j - i0) - V{} ? s : V{};
+        S::store(dST + j * kBq + cv * W, s * (dp - di));
+      }
+    }
+    const T* Bk = kr;
+    int64_t ldk = c.ks.time;
+    if (!direct) pack_rows(Kb, Dhp, kr, ldk, kn, Dh), Bk = Kb, ldk = Dhp;
+    // dQ[qn × Dhp] += dST^T[qn × kn] · K[kn × Dhp]
+    gemm<T, VB>(qn, int(Dhp), kn, dST, 1, kBq, Bk, ldk, dQ, Dhp, kb == 0 ? 0 : 1);
+  }
+  T* dqp = c.dq + b * c.dqs.batch + h * c.dqs.head + i0 * c.dqs.time;
+  const T scale = c.scale;
+  for (int i = 0; i < qn; ++i) {  // dq = scale · dQ
+    T* dst = dqp + i * c.dqs.time;
+    const T* src = dQ + i * Dhp;
+#pragma omp simd
+    for (int64_t d = 0; d < Dh; ++d) dst[d] = src[d] * scale;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Per-ISA task entry points and run-time selection.
+enum class Kind { fwd, bwd_kv, bwd_q };
+
+template <typename T, int VB>
+UOE_ATTN_INLINE void run_task(Kind kind, const Ctx<T>& c, int64_t t, T* ws) {
+  if (kind == Kind::fwd)
+    fwd_task<T, VB>(c, t, ws);
+  else if (kind == Kind::bwd_kv)
+    bwd_kv_task<T, VB>(c, t, ws);
+  else
+    bwd_q_task<T, VB>(c, t, ws);
+}
+#if UOE_ATTN_X86
+template <typename T>
+UOE_ATTN_V4 void task_v4(Kind kind, const Ctx<T>& c, int64_t t, T* ws) { run_task<T, 64>(kind, c, t, ws); }
+template <typename T>
+UOE_ATTN_V3 void task_v3(Kind kind, const Ctx<T>& c, int64_t t, T* ws) { run_task<T, 32>(kind, c, t, ws); }
+#endif
+template <typename T>
+void task_v1(Kind kind, const Ctx<T>& c, int64_t t, T* ws) { run_task<T, 16>(kind, c, t, ws); }
+
+// Highest level the CPU supports (4: x86-64-v4, 3: x86-64-v3, 1: baseline) and the testing cap on it.
+int cpu_isa_level() {
+#if UOE_ATTN_X86
+  static const int level = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("x86-64-v4") ? 4 : __builtin_cpu_supports("x86-64-v3") ? 3 : 1;
+  }();
+  return level;
+#else
+  return 1;
+#endif
+}
+std::atomic<int> g_isa_cap{0};
+
+int isa_level() {
+  const int cap = g_isa_cap.load(std::memory_order_relaxed);
+  const int l = cap > 0 ? std::min(cap, cpu_isa_level()) : cpu_isa_level();
+  return l >= 4 ? 4 : l == 3 ? 3 : 1;
+}
+
+template <typename T>
+auto select_task() {
+#if UOE_ATTN_X86
+  const int level = isa_level();
+  if (level >= 4) return &task_v4<T>;
+  if (level == 3) return &task_v3<T>;
+#endif
+  return &task_v1<T>;
+}
+
+// Runs tasks 0..ntask-1 over the OpenMP team; each task writes disjoint outputs and its arithmetic does not
+// depend on the thread that runs it, so the result is independent of the thread count and the schedule.
+template <typename T>
+void run_tasks(Kind kind, const Ctx<T>& c, int64_t ntask) {
+  const auto fn = select_task<T>();
+  const size_t nws = workspace_elems(c.Dh);
+  const int nthreads = ntask > 1 ? omp_get_max_threads() : 1;
+  struct Free {
+    void operator()(T* p) const { ::operator delete(p, std::align_val_t{64}); }
+  };
+  // One workspace per thread, allocated here so that a failed allocation throws to the caller.
+  const std::unique_ptr<T, Free> ws(
+      static_cast<T*>(::operator new(sizeof(T) * nws * size_t(nthreads), std::align_val_t{64})));
+#pragma omp parallel num_threads(nthreads) if (nthreads > 1)
+  {
+    T* mine = ws.get() + nws * size_t(omp_get_thread_num());
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < ntask; ++t) fn(kind, c, t, mine);
+  }
+}
+
+template <typename T>
+Ctx<T> make_ctx(const AttnShape& s) {
+  UOE_CHECK(s.B >= 0 && s.T >= 0 && s.Dh > 0 && s.H > 0 && s.Hkv > 0, "attention: bad shape B=", s.B, " H=", s.H,
+            " Hkv=", s.Hkv, " T=", s.T, " Dh=", s.Dh);
+  UOE_CHECK(s.H % s.Hkv == 0, "attention: H=", s.H, " is not a multiple of Hkv=", s.Hkv);
+  UOE_CHECK(s.Dh <= (int64_t(1) << 20), "attention: head dim ", s.Dh, " too large");
+  Ctx<T> c{};
+  c.B = s.B, c.H = s.H, c.Hkv = s.Hkv, c.len = s.T, c.Dh = s.Dh, c.G = s.H / s.Hkv;
+  c.nqb = ceil_div(s.T, kBq), c.nkb = ceil_div(s.T, kBk);
+  c.scale = T(s.scale), c.causal = s.causal;
+  return c;
+}
+
+}  // namespace
+
+int attention_set_isa_level(int level) {
+  g_isa_cap.store(level < 0 ? 0 : level, std::memory_order_relaxed);
+  return isa_level();
+}
+
+template <typename T>
+void attention_forward(const AttnShape& s, const T* q, AttnStrides qs, const T* k, AttnStrides ks, const T* v,
+                       AttnStrides vs, T* out, AttnStrides os, T* lse) {
+  Ctx<T> c = make_ctx<T>(s);
+  if (s.B == 0 || s.T == 0) return;
+  c.q = q, c.k = k, c.v = v, c.qs = qs, c.ks = ks, c.vs = vs, c.out = out, c.os = os, c.lse_out = lse;
+  run_tasks(Kind::fwd, c, c.B * c.H * c.nqb);
+}
+
+template <typename T>
+void attention_backward(const AttnShape& s, const T* q, AttnStrides qs, const T* k, AttnStrides ks, const T* v,
+                        AttnStrides vs, const T* out, AttnStrides os, const T* lse, const T* dout, AttnStrides dos,
+                        T* dq, AttnStrides dqs, T* dk, AttnStrides dks, T* dv, AttnStrides dvs) {
+  Ctx<T> c = make_ctx<T>(s);
+  if (s.B == 0 || s.T == 0) return;
+  c.q = q, c.k = k, c.v = v, c.lse_in = lse, c.dout = dout;
+  c.qs = qs, c.ks = ks, c.vs = vs, c.os = os, c.dos = dos, c.dqs = dqs, c.dks = dks, c.dvs = dvs;
+  c.dq = dq, c.dk = dk, c.dv = dv;
+  // D[b,h,t] = rowsum(dout ⊙ out), contiguous [B,H,T]; one thread per row, fixed summation order.
+  std::vector<T> dsum(size_t(c.B * c.H * c.len));
+  const int64_t rows = c.B * c.H * c.len;
+#pragma omp parallel for schedule(static) if (rows > 256)
+  for (int64_t r = 0; r < rows; ++r) {  // r = (b·H + h)·T + t
+    const int64_t t = r % c.len, bh = r / c.len, b = bh / c.H, h = bh % c.H;
+    const T* o = out + b * os.batch + h * os.head + t * os.time;
+    const T* g = dout + b * dos.batch + h * dos.head + t * dos.time;
+    T acc = 0;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t d = 0; d < c.Dh; ++d) acc += o[d] * g[d];
+    dsum[size_t(r)] = acc;
+  }
+  c.dsum = dsum.data();
+  run_tasks(Kind::bwd_kv, c, c.B * c.Hkv * c.nkb);
+  run_tasks(Kind::bwd_q, c, c.B * c.H * c.nqb);
+}
+
+#define UOE_ATTN_INSTANTIATE(T)                                                                              \
+  template void attention_forward<T>(const AttnShape&, const T*, AttnStrides, const T*, AttnStrides, const T*,      \
+                                     AttnStrides, T*, AttnStrides, T*);                                             \
+  template void attention_backward<T>(const AttnShape&, const T*, AttnStrides, const T*, AttnStrides, const T*,     \
+                                      AttnStrides, const T*, AttnStrides, const T*, const T*, AttnStrides, T*,      \
+                                      AttnStrides, T*, AttnStrides, T*, AttnStrides);
+UOE_ATTN_INSTANTIATE(float)
+UOE_ATTN_INSTANTIATE(double)
+#undef UOE_ATTN_INSTANTIATE
+
+}  // namespace uoe::cpu

@@ -1,0 +1,119 @@
+// CPU elementwise kernels over broadcast, strided operands (see loops.h), vectorised through vec_math.h.
+#include "ops/cpu/elementwise_kernels.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/cpu/loops.h"
+#include "ops/cpu/vec_math.h"
+
+namespace uoe::cpu {
+namespace {
+
+Tensor new_like(const Shape& shape, DType dtype, const Tensor& device_of) {
+  return empty(shape, TensorOptions{}.with_dtype(dtype).with_device(device_of.device()));
+}
+
+template <typename T>
+void unary_float(UnaryKind kind, const Tensor& out, const Tensor& x) {
+  switch (kind) {
+    case UnaryKind::Exp: return unary_loop<T, T>(out, x, [](T v) { return vm::exp(v); });
+    case UnaryKind::Log: return unary_loop<T, T>(out, x, [](T v) { return vm::log(v); });
+    case UnaryKind::Sqrt: return unary_loop<T, T>(out, x, [](T v) { return std::sqrt(v); });
+    case UnaryKind::Rsqrt: return unary_loop<T, T>(out, x, [](T v) { return T(1) / std::sqrt(v); });
+    case UnaryKind::Tanh: return unary_loop<T, T>(out, x, [](T v) { return vm::tanh(v); });
+    case UnaryKind::Sigmoid: return unary_loop<T, T>(out, x, [](T v) { return vm::sigmoid(v); });
+    case UnaryKind::Gelu: return unary_loop<T, T>(out, x, [](T v) { return vm::gelu_erf(v); });
+    case UnaryKind::GeluTanh: return unary_loop<T, T>(out, x, [](T v) { return vm::gelu(v); });
+    case UnaryKind::Silu: return unary_loop<T, T>(out, x, [](T v) { return vm::silu(v); });
+    default: fail("[unary] internal: kind not handled for floats");
+  }
+}
+
+template <typename T>
+void unary_signed(UnaryKind kind, const Tensor& out, const Tensor& x) {
+  switch (kind) {
+    case UnaryKind::Neg: return unary_loop<T, T>(out, x, [](T v) { return T(-v); });
+    case UnaryKind::Abs: return unary_loop<T, T>(out, x, [](T v) { return v < T(0) ? T(-v) : v; });
+    case UnaryKind::Sign: return unary_loop<T, T>(out, x, [](T v) { return T((v > T(0)) - (v < T(0))); });
+    case UnaryKind::Relu: return unary_loop<T, T>(out, x, [](T v) { return v > T(0) ? v : T(0); });
+    default: fail("[unary] internal: kind not handled");
+  }
+}
+
+template <typename T>
+bool compare(BinaryKind kind, T a, T b) {
+  switch (kind) {
+    case BinaryKind::Eq: return a == b;
+    case BinaryKind::Ne: return a != b;
+    case BinaryKind::Lt: return a < b;
+    case BinaryKind::Le: return a <= b;
+    case BinaryKind::Gt: return a > b;
+    default: return a >= b;
+  }
+}
+
+}  // namespace
+
+Tensor unary(UnaryKind kind, const Tensor& x) {
+  Tensor out = new_like(x.shape(), x.dtype(), x);
+  const bool sign_like = kind == UnaryKind::Neg || kind == UnaryKind::Abs || kind == UnaryKind::Sign ||
+                         kind == UnaryKind::Relu;
+  if (sign_like) {
+    dispatch_arith(x.dtype(), "unary", [&](auto tag) { unary_signed<typename decltype(tag)::type>(kind, out, x); });
+  } else {
+    dispatch_float(x.dtype(), "unary", [&](auto tag) { unary_float<typename decltype(tag)::type>(kind, out, x); });
+  }
+  return out;
+}
+
+Tensor activation_grad(ActivationGrad kind, const Tensor& x, const Tensor& g) {
+  Tensor out = new_like(broadcast_shapes(x.shape(), g.shape(), "activation_grad"), x.dtype(), x);
+  dispatch_float(x.dtype(), "activation_grad", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    switch (kind) {
+      case ActivationGrad::Gelu: return binary_loop<T, T, T>(out, x, g, [](T v, T d) { return d * vm::gelu_erf_grad(v); });
+      case ActivationGrad::GeluTanh: return binary_loop<T, T, T>(out, x, g, [](T v, T d) { return d * vm::gelu_grad(v); });
+      case ActivationGrad::Silu: return binary_loop<T, T, T>(out, x, g, [](T v, T d) { return d * vm::silu_grad(v); });
+    }
+  });
+  return out;
+}
+
+void binary_into(BinaryKind kind, const Tensor& out, const Tensor& a, const Tensor& b) {
+  dispatch_arith(a.dtype(), "binary", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (kind >= BinaryKind::Eq)
+      return binary_loop<bool, T, T>(out, a, b, [kind](T x, T y) { return compare(kind, x, y); });
+    switch (kind) {
+      case BinaryKind::Add: return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(x + y); });
+      case BinaryKind::Sub: return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(x - y); });
+      case BinaryKind::Mul: return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(x * y); });
+      case BinaryKind::Div: return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(x / y); });
+      case BinaryKind::Pow:
+        if constexpr (std::is_floating_point_v<T>)
+          return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(std::pow(x, y)); });
+        fail("[pow] needs floating-point tensors");
+      default: fail("[binary] internal: kind not handled");
+    }
+  });
+}
+
+Tensor binary(BinaryKind kind, const Tensor& a, const Tensor& b) {
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), "binary");
+  Tensor out = new_like(shape, kind >= BinaryKind::Eq ? DType::Bool : a.dtype(), a);
+  binary_into(kind, out, a, b);
+  return out;
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  Tensor out = new_like(shape, a.dtype(), a);
+  dispatch_all(a.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ternary_loop<T, bool, T, T>(out, cond, a, b, [](bool c, T x, T y) { return c ? x : y; });
+  });
+  return out;
+}
+
+}  // namespace uoe::cpu

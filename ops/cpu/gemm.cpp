@@ -1,0 +1,335 @@
+// CPU GEMM: ISA dispatch, portable kernels, the threaded packed (GotoBLAS-style) driver and batching.
+#include "ops/cpu/gemm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include <sys/mman.h>
+
+#include "ops/cpu/gemm_isa.h"
+
+namespace uoe::cpu {
+namespace detail {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Portable kernels (any x86-64 / any CPU): plain C++ that the compiler may auto-vectorise.
+// ---------------------------------------------------------------------------------------------
+template <typename T, int MR, int NR>
+void micro_portable(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, int mr, int nr, T alpha, T beta) {
+  T acc[MR][NR] = {};
+  for (int64_t k = 0; k < kc; ++k) {
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j) acc[i][j] += a[i] * b[j];
+    a += MR;
+    b += NR;
+  }
+  for (int i = 0; i < mr; ++i) {
+    T* cr = c + i * ldc;
+    for (int j = 0; j < nr; ++j) {
+      const T v = alpha * acc[i][j];
+      if (beta == T(0)) cr[j] = v;
+      else if (beta == T(1)) cr[j] = v + cr[j];
+      else cr[j] = v + beta * cr[j];
+    }
+  }
+}
+
+template <typename T, int MR>
+void pack_a_portable(bool trans, const T* A, int64_t lda, int64_t mc, int64_t kc, T* dst) {
+  for (int64_t i0 = 0; i0 < mc; i0 += MR) {
+    const int rows = int(std::min<int64_t>(MR, mc - i0));
+    T* d = dst + i0 * kc;
+    for (int i = 0; i < MR; ++i) {
+      if (i >= rows) {
+        for (int64_t k = 0; k < kc; ++k) d[k * MR + i] = T(0);
+      } else if (trans) {
+        for (int64_t k = 0; k < kc; ++k) d[k * MR + i] = A[k * lda + i0 + i];
+      } else {
+        const T* s = A + (i0 + i) * lda;
+        for (int64_t k = 0; k < kc; ++k) d[k * MR + i] = s[k];
+      }
+    }
+  }
+}
+
+template <typename T, int NR>
+void pack_b_portable(bool trans, const T* B, int64_t ldb, int64_t kc, int64_t nc, T* dst) {
+  for (int64_t j0 = 0; j0 < nc; j0 += NR) {
+    const int cols = int(std::min<int64_t>(NR, nc - j0));
+    T* d = dst + j0 * kc;
+    if (!trans) {
+      for (int64_t k = 0; k < kc; ++k)
+        for (int j = 0; j < NR; ++j) d[k * NR + j] = j < cols ? B[k * ldb + j0 + j] : T(0);
+    } else {
+      for (int j = 0; j < NR; ++j) {
+        if (j >= cols) {
+          for (int64_t k = 0; k < kc; ++k) d[k * NR + j] = T(0);
+        } else {
+          const T* s = B + (j0 + j) * ldb;
+          for (int64_t k = 0; k < kc; ++k) d[k * NR + j] = s[k];
+        }
+      }
+    }
+  }
+}
+
+const GemmKernels<float>& kernels_portable_f32() {
+  static const GemmKernels<float> k{4, 8, 256, 128, 1 << 20, &micro_portable<float, 4, 8>,
+                                    &pack_a_portable<float, 4>, &pack_b_portable<float, 8>};
+  return k;
+}
+
+const GemmKernels<double>& kernels_portable_f64() {
+  static const GemmKernels<double> k{4, 4, 256, 128, 1 << 20, &micro_portable<double, 4, 4>,
+                                     &pack_a_portable<double, 4>, &pack_b_portable<double, 4>};
+  return k;
+}
+
+// ---------------------------------------------------------------------------------------------
+// ISA selection
+// ---------------------------------------------------------------------------------------------
+bool cpu_has(GemmIsa isa) {
+  switch (isa) {
+    case GemmIsa::Avx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("fma");
+    case GemmIsa::Avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    default:
+      return true;
+  }
+}
+
+GemmIsa best_isa() {
+  if (cpu_has(GemmIsa::Avx512)) return GemmIsa::Avx512;
+  if (cpu_has(GemmIsa::Avx2)) return GemmIsa::Avx2;
+  return GemmIsa::Scalar;
+}
+
+std::atomic<int> g_forced_isa{int(GemmIsa::Auto)};
+
+const GemmKernels<float>& kernels_f32() {
+  switch (gemm_active_isa()) {
+    case GemmIsa::Avx512: return gemm_kernels_avx512_f32();
+    case GemmIsa::Avx2: return gemm_kernels_avx2_f32();
+    default: return kernels_portable_f32();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scratch buffers: one per thread, 64-byte aligned, grown on demand and kept for reuse.
+// ---------------------------------------------------------------------------------------------
+class Scratch {
+ public:
+  ~Scratch() { std::free(ptr_); }
+  void* get(size_t bytes) {
+    if (bytes > size_) {
+      std::free(ptr_);
+#ifdef HUGE
+      const size_t align = bytes >= (size_t(1) << 21) ? (size_t(1) << 21) : 4096;
+#else
+      const size_t align = 4096;
+#endif
+      size_ = (bytes + align - 1) & ~(align - 1);
+      ptr_ = std::aligned_alloc(align, size_);
+#ifdef HUGE
+      if (ptr_ && align > 4096) madvise(ptr_, size_, MADV_HUGEPAGE);
+#endif
+      if (!ptr_) {
+        size_ = 0;
+        throw std::bad_alloc();
+      }
+    }
+    return ptr_;
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t size_ = 0;
+};
+
+Scratch& scratch_b() {
+  thread_local Scratch s;
+  return s;
+}
+Scratch& scratch_a() {
+  thread_local Scratch s;
+  return s;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+template <typename T>
+void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i) {
+    T* c = C + i * ldc;
+    if (beta == T(0)) std::fill(c, c + N, T(0));
+    else if (beta != T(1)) for (int64_t j = 0; j < N; ++j) c[j] *= beta;
+  }
+}
+
+// Number of threads for one GEMM: never nested, and not more than the work warrants.
+int threads_for(int64_t M, int64_t N, int64_t K) {
+  if (omp_in_parallel()) return 1;
+  const int maxt = omp_get_max_threads();
+  if (maxt <= 1) return 1;
+  const double flops = 2.0 * double(M) * double(N) * double(K);
+  const double per_thread = 4.0e6;  // below this a fork/join costs more than it saves
+  return int(std::clamp<double>(flops / per_thread, 1.0, double(maxt)));
+}
+
+// The packed driver (GotoBLAS/BLIS structure). For each NC-wide column block of C:
+//  1. all threads pack op(B)[:, block] for the whole K into one shared buffer, as KC-deep
+//     blocks of NR-wide panels (static split, then a barrier);
+//  2. the block's output is cut into units of MC rows x (a share of the NC columns); threads
+//     take units dynamically. A unit loops over the KC blocks in order: pack its A block (kept
+//     in L2), then run the micro-kernel over NR panels (jr) and MR panels (ir).
+// Work is split over output tiles only, each C element is the same micro-kernel FMA chain per KC
+// block, and KC blocks are applied in ascending order by a single thread, so the result is
+// bit-identical whatever the thread count or the order in which units are taken.
+template <typename T>
+void gemm_packed(const GemmKernels<T>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,
+                 const T* A, int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  const int64_t MR = ks.mr, NR = ks.nr;
+  static const int64_t kc_env = getenv("UOE_KC") ? atol(getenv("UOE_KC")) : 0;  // TUNE-ONLY
+  static const int64_t mc_env = getenv("UOE_MC") ? atol(getenv("UOE_MC")) : 0;  // TUNE-ONLY
+  static const int64_t nc_env = getenv("UOE_NC") ? atol(getenv("UOE_NC")) : 0;  // TUNE-ONLY
+  const int64_t KC = kc_env ? kc_env : ks.kc;
+  const int64_t MC_max = mc_env ? mc_env : ks.mc;
+  const int64_t b_elems = nc_env ? nc_env : ks.b_elems;
+  const int64_t kblocks = ceil_div(K, KC);
+  // Column block: as wide as N, unless the packed K x NC copy of B would exceed b_elems.
+  const int64_t NC = std::min(ceil_div(N, NR), std::max<int64_t>(1, b_elems / (K * NR))) * NR;
+
+  const int64_t mtiles = ceil_div(M, MR);
+  int nt = int(std::min<int64_t>(threads_for(M, N, K), mtiles * ceil_div(NC, NR)));
+  // Row blocks: at most MC_max rows, count rounded up to a multiple of the threads when M allows;
+  // tiles are spread evenly over the blocks. Too few row blocks: also split the columns.
+  int64_t mblocks = ceil_div(M, MC_max);
+  if (nt > 1) mblocks = std::min(mtiles, ceil_div(mblocks, nt) * nt);
+  const int64_t nsplit = std::min(ceil_div(NC, NR), ceil_div(nt, mblocks));
+  const int64_t MC = ceil_div(mtiles, mblocks) * MR;
+
+  T* Bp = static_cast<T*>(scratch_b().get(size_t(K * NC) * sizeof(T)));
+
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    T* Ap = static_cast<T*>(scratch_a().get(size_t(std::min(K, KC) * MC) * sizeof(T)));
+    for (int64_t jc = 0; jc < N; jc += NC) {
+      const int64_t nc = std::min(NC, N - jc);
+      const int64_t np = ceil_div(nc, NR);
+      // 1. pack B: one unit per (KC block, NR panel). Block pb starts at Bp + pb*KC*np*NR.
+#pragma omp for schedule(static)
+      for (int64_t u = 0; u < kblocks * np; ++u) {
+        const int64_t pb = u / np, p = u % np;
+        const int64_t pc = pb * KC, kc = std::min(KC, K - pc);
+        const int64_t j = jc + p * NR;
+        const T* bsrc = tb ? B + j * ldb + pc : B + pc * ldb + j;
+        ks.pack_b(tb, bsrc, ldb, kc, std::min(NR, nc - p * NR), Bp + pb * KC * np * NR + p * NR * kc);
+      }
+      // 2. compute units (implicit barrier above: B is packed).
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t u = 0; u < mblocks * nsplit; ++u) {
+        const int64_t mb = u / nsplit, ns = u % nsplit;
+        const int64_t i0 = mtiles * mb / mblocks * MR, i1 = std::min(M, mtiles * (mb + 1) / mblocks * MR);
+        const int64_t p0 = np * ns / nsplit, p1 = np * (ns + 1) / nsplit;
+        const int64_t mc = i1 - i0;
+        if (mc <= 0 || p1 <= p0) continue;
+        for (int64_t pb = 0; pb < kblocks; ++pb) {
+          const int64_t pc = pb * KC, kc = std::min(KC, K - pc);
+          const T beta_eff = pb == 0 ? beta : T(1);
+          ks.pack_a(ta, ta ? A + pc * lda + i0 : A + i0 * lda + pc, lda, mc, kc, Ap);
+          const T* bblk = Bp + pb * KC * np * NR;
+          for (int64_t p = p0; p < p1; ++p) {
+            const int nr = int(std::min(NR, nc - p * NR));
+            const T* bp = bblk + p * NR * kc;
+            T* cp = C + i0 * ldc + jc + p * NR;
+            for (int64_t ir = 0; ir < mc; ir += MR)
+              ks.micro(kc, Ap + ir * kc, bp, cp + ir * ldc, ldc, int(std::min(MR, mc - ir)), nr, alpha, beta_eff);
+          }
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+const GemmKernels<T>& kernels_for();
+template <>
+const GemmKernels<float>& kernels_for<float>() {
+  return kernels_f32();
+}
+template <>
+const GemmKernels<double>& kernels_for<double>() {
+  return kernels_portable_f64();
+}
+
+}  // namespace
+
+bool gemm_isa_supported(GemmIsa isa) { return cpu_has(isa); }
+
+bool gemm_force_isa(GemmIsa isa) {
+  if (!cpu_has(isa)) return false;
+  g_forced_isa.store(int(isa), std::memory_order_relaxed);
+  return true;
+}
+
+GemmIsa gemm_active_isa() {
+  static const GemmIsa best = best_isa();
+  const int f = g_forced_isa.load(std::memory_order_relaxed);
+  return f == int(GemmIsa::Auto) ? best : GemmIsa(f);
+}
+
+}  // namespace detail
+
+template <typename T>
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+          const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0 || alpha == T(0)) {
+    detail::scale_c(M, N, beta, C, ldc);
+    return;
+  }
+  detail::gemm_packed(detail::kernels_for<T>(), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+template <typename T>
+void gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha,
+                  const T* A, int64_t lda, int64_t stride_a, const T* B, int64_t ldb, int64_t stride_b, T beta,
+                  T* C, int64_t ldc, int64_t stride_c) {
+  if (batch <= 0 || M <= 0 || N <= 0) return;
+  const int maxt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const double flops = 2.0 * double(M) * double(N) * double(std::max<int64_t>(K, 1));
+  // Small matrices: one whole GEMM per thread (each runs single-threaded, which gives the same
+  // bits as a threaded run). Large ones, or a shared C: in turn, threaded inside.
+  const bool over_batch = maxt > 1 && batch > 1 && stride_c != 0 && flops < 3.0e7;
+  if (over_batch) {
+    const int nt = int(std::min<int64_t>(maxt, batch));
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t b = 0; b < batch; ++b)
+      gemm<T>(trans_a, trans_b, M, N, K, alpha, A + b * stride_a, lda, B + b * stride_b, ldb, beta,
+              C + b * stride_c, ldc);
+  } else {
+    for (int64_t b = 0; b < batch; ++b)
+      gemm<T>(trans_a, trans_b, M, N, K, alpha, A + b * stride_a, lda, B + b * stride_b, ldb, beta,
+              C + b * stride_c, ldc);
+  }
+}
+
+template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
+                          int64_t, float, float*, int64_t);
+template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
+                           const double*, int64_t, double, double*, int64_t);
+template void gemm_batched<float>(int64_t, bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                                  int64_t, const float*, int64_t, int64_t, float, float*, int64_t, int64_t);
+template void gemm_batched<double>(int64_t, bool, bool, int64_t, int64_t, int64_t, double, const double*,
+                                   int64_t, int64_t, const double*, int64_t, int64_t, double, double*, int64_t,
+                                   int64_t);
+
+}  // namespace uoe::cpu

@@ -1,0 +1,160 @@
+// Elementwise loops over broadcast operands: coalesced N-d iteration, OpenMP chunks, SIMD inner loops.
+#pragma once
+#include <omp.h>
+
+#include <array>
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "ops/cpu/simd.h"
+
+namespace uoe::cpu {
+
+// Geometry of an elementwise op over N operands (operand 0 is the output): the output shape
+// with adjacent dims merged where every operand allows it, and each operand's strides
+// (0 along broadcast dims), all in elements.
+template <size_t N>
+struct LoopPlan {
+  Shape shape;
+  std::array<Shape, N> strides;
+};
+
+template <size_t N>
+LoopPlan<N> plan_loop(const std::array<const Tensor*, N>& ops) {
+  const Shape& out = ops[0]->shape();
+  const size_t nd = out.size();
+  LoopPlan<N> p;
+  p.shape = out;
+  for (size_t k = 0; k < N; ++k) {
+    const Tensor& t = *ops[k];
+    Shape st(nd, 0);
+    const size_t off = nd - t.shape().size();
+    for (size_t i = 0; i < t.shape().size(); ++i)
+      st[off + i] = t.shape()[i] == 1 && out[off + i] != 1 ? 0 : t.strides()[i];
+    p.strides[k] = st;
+  }
+  // Drop size-1 dims, then merge dim i into i+1 where every operand is contiguous across them.
+  Shape shape;
+  std::array<Shape, N> strides;
+  for (size_t i = 0; i < nd; ++i) {
+    if (p.shape[i] == 1) continue;
+    bool merge = !shape.empty();
+    for (size_t k = 0; k < N && merge; ++k) merge = strides[k].back() == p.strides[k][i] * p.shape[i];
+    if (merge) {
+      shape.back() *= p.shape[i];
+      for (size_t k = 0; k < N; ++k) strides[k].back() = p.strides[k][i];
+    } else {
+      shape.push_back(p.shape[i]);
+      for (size_t k = 0; k < N; ++k) strides[k].push_back(p.strides[k][i]);
+    }
+  }
+  if (shape.empty()) {
+    shape.push_back(1);
+    for (size_t k = 0; k < N; ++k) strides[k].push_back(1);
+  }
+  return {shape, strides};
+}
+
+// Calls body(offsets, inner_n, inner_strides) for chunks of the iteration space, in
+// parallel when large. offsets[k] is operand k's element offset of the chunk's first element.
+template <size_t N, typename Body>
+void for_each_chunk(const LoopPlan<N>& p, Body body) {
+  const int64_t nd = int64_t(p.shape.size());
+  const int64_t inner = p.shape.back();
+  int64_t outer = 1;
+  for (int64_t i = 0; i < nd - 1; ++i) outer *= p.shape[i];
+  constexpr int64_t kChunk = 16384;
+  const int64_t chunks_per_row = (inner + kChunk - 1) / kChunk;
+  const int64_t work = outer * chunks_per_row;
+  std::array<int64_t, N> inner_strides;
+  for (size_t k = 0; k < N; ++k) inner_strides[k] = p.strides[k].back();
+  const bool parallel = outer * inner >= 32768 && work > 1 && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t w = 0; w < work; ++w) {
+    const int64_t row = w / chunks_per_row;
+    const int64_t begin = (w % chunks_per_row) * kChunk;
+    const int64_t n = std::min(kChunk, inner - begin);
+    std::array<int64_t, N> offs{};
+    int64_t rem = row;
+    for (int64_t d = nd - 2; d >= 0; --d) {
+      const int64_t idx = rem % p.shape[d];
+      rem /= p.shape[d];
+      for (size_t k = 0; k < N; ++k) offs[k] += idx * p.strides[k][d];
+    }
+    for (size_t k = 0; k < N; ++k) offs[k] += begin * inner_strides[k];
+    body(offs, n, inner_strides);
+  }
+}
+
+template <typename O, typename A, typename F>
+UOE_SIMD void unary_inner(O* o, int64_t so, const A* a, int64_t sa, int64_t n, F f) {
+  if (so == 1 && sa == 1) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) o[i * so] = f(a[i * sa]);
+  }
+}
+
+template <typename O, typename A, typename B, typename F>
+UOE_SIMD void binary_inner(O* o, int64_t so, const A* a, int64_t sa, const B* b, int64_t sb, int64_t n, F f) {
+  if (so == 1 && sa == 1 && sb == 1) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+  } else if (so == 1 && sa == 1 && sb == 0) {
+    const B bv = *b;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], bv);
+  } else if (so == 1 && sa == 0 && sb == 1) {
+    const A av = *a;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) o[i] = f(av, b[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) o[i * so] = f(a[i * sa], b[i * sb]);
+  }
+}
+
+template <typename O, typename A, typename B, typename C, typename F>
+void ternary_inner(O* o, int64_t so, const A* a, int64_t sa, const B* b, int64_t sb, const C* c, int64_t sc,
+                   int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) o[i * so] = f(a[i * sa], b[i * sb], c[i * sc]);
+}
+
+// out[i] = f(a[i]) with a broadcast to out's shape. Element types must match the dtypes.
+template <typename O, typename A, typename F>
+void unary_loop(const Tensor& out, const Tensor& a, F f) {
+  if (out.numel() == 0) return;
+  auto plan = plan_loop<2>({&out, &a});
+  O* po = static_cast<O*>(out.raw_data());
+  const A* pa = static_cast<const A*>(a.raw_data());
+  for_each_chunk(plan, [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+    unary_inner(po + off[0], st[0], pa + off[1], st[1], n, f);
+  });
+}
+
+template <typename O, typename A, typename B, typename F>
+void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  if (out.numel() == 0) return;
+  auto plan = plan_loop<3>({&out, &a, &b});
+  O* po = static_cast<O*>(out.raw_data());
+  const A* pa = static_cast<const A*>(a.raw_data());
+  const B* pb = static_cast<const B*>(b.raw_data());
+  for_each_chunk(plan, [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
+    binary_inner(po + off[0], st[0], pa + off[1], st[1], pb + off[2], st[2], n, f);
+  });
+}
+
+template <typename O, typename A, typename B, typename C, typename F>
+void ternary_loop(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c, F f) {
+  if (out.numel() == 0) return;
+  auto plan = plan_loop<4>({&out, &a, &b, &c});
+  O* po = static_cast<O*>(out.raw_data());
+  const A* pa = static_cast<const A*>(a.raw_data());
+  const B* pb = static_cast<const B*>(b.raw_data());
+  const C* pc = static_cast<const C*>(c.raw_data());
+  for_each_chunk(plan, [&](const std::array<int64_t, 4>& off, int64_t n, const std::array<int64_t, 4>& st) {
+    ternary_inner(po + off[0], st[0], pa + off[1], st[1], pb + off[2], st[2], pc + off[3], st[3], n, f);
+  });
+}
+
+}  // namespace uoe::cpu

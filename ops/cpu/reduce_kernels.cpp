@@ -1,0 +1,142 @@
+// CPU reductions. Sums run as row sums ([K, R] with R contiguous) or column sums ([R, K]),
+// split by output element across threads so results never depend on the thread count.
+#include "ops/cpu/reduce_kernels.h"
+
+#include <omp.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/cpu/simd.h"
+
+namespace uoe::cpu {
+namespace {
+
+constexpr int64_t kChunk = 8192;  // a row's sum is added chunk by chunk, in order
+
+template <typename T>
+UOE_SIMD T sum_contiguous(const T* x, int64_t n) {
+  T acc = T(0);
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = 0; i < n; ++i) acc += x[i];
+  return acc;
+}
+
+// out[k] = sum_r x[k*R + r]
+template <typename T>
+void row_sums(const T* x, T* out, int64_t K, int64_t R) {
+  const int64_t chunks = (R + kChunk - 1) / kChunk;
+  if (chunks <= 1) {
+#pragma omp parallel for schedule(static) if (K * R >= 32768 && !omp_in_parallel())
+    for (int64_t k = 0; k < K; ++k) out[k] = sum_contiguous(x + k * R, R);
+    return;
+  }
+  std::vector<T> partial(size_t(K * chunks));
+#pragma omp parallel for schedule(static) if (!omp_in_parallel())
+  for (int64_t w = 0; w < K * chunks; ++w) {
+    const int64_t k = w / chunks, c = w % chunks;
+    const int64_t begin = c * kChunk;
+    partial[size_t(w)] = sum_contiguous(x + k * R + begin, std::min(kChunk, R - begin));
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    T acc = T(0);
+    for (int64_t c = 0; c < chunks; ++c) acc += partial[size_t(k * chunks + c)];
+    out[k] = acc;
+  }
+}
+
+template <typename T>
+UOE_SIMD void add_row(T* acc, const T* x, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) acc[i] += x[i];
+}
+
+// out[k] = sum_r x[r*K + k]
+template <typename T>
+void column_sums(const T* x, T* out, int64_t R, int64_t K) {
+  constexpr int64_t kBlock = 1024;
+  const int64_t blocks = (K + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (K * R >= 32768 && !omp_in_parallel())
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t k0 = b * kBlock, n = std::min(kBlock, K - k0);
+    T* o = out + k0;
+    for (int64_t i = 0; i < n; ++i) o[i] = T(0);
+    for (int64_t r = 0; r < R; ++r) add_row(o, x + r * K + k0, n);
+  }
+}
+
+}  // namespace
+
+Tensor reduce_sum(const Tensor& x_in, const std::vector<bool>& reduce) {
+  const Tensor x = x_in.detach();
+  Shape keep_dims, red_dims, out_shape;
+  int64_t K = 1, R = 1;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (reduce[d]) {
+      red_dims.push_back(d);
+      R *= x.size(d);
+    } else {
+      keep_dims.push_back(d);
+      out_shape.push_back(x.size(d));
+      K *= x.size(d);
+    }
+  }
+  Tensor out = empty(out_shape, TensorOptions{}.with_dtype(x.dtype()).with_device(x.device()));
+  Shape rows_perm = keep_dims, cols_perm = red_dims;
+  rows_perm.insert(rows_perm.end(), red_dims.begin(), red_dims.end());
+  cols_perm.insert(cols_perm.end(), keep_dims.begin(), keep_dims.end());
+  dispatch_arith(x.dtype(), "sum", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (K * R == 0) {
+      T* o = out.data_ptr<T>();
+      for (int64_t k = 0; k < K; ++k) o[k] = T(0);
+      return;
+    }
+    const Tensor cols = x.permute(cols_perm);
+    if (!cols.is_contiguous() || K == 1) {
+      const Tensor rows = x.permute(rows_perm).contiguous();
+      row_sums(rows.data_ptr<T>(), out.data_ptr<T>(), K, R);
+    } else {
+      column_sums(cols.data_ptr<T>(), out.data_ptr<T>(), R, K);
+    }
+  });
+  return out;
+}
+
+std::pair<Tensor, Tensor> reduce_minmax(const Tensor& x_in, int64_t dim, bool is_max) {
+  const Tensor x = x_in.detach().transpose(dim, -1).contiguous();
+  const int64_t n = x.size(-1);
+  UOE_CHECK(n > 0, "[", is_max ? "max" : "min", "] cannot reduce an empty dim ", dim, " of shape ",
+            shape_str(x_in.shape()));
+  Shape out_shape = x_in.shape();
+  out_shape.erase(out_shape.begin() + dim);
+  const int64_t rows = x.numel() / n;
+  Tensor values = empty(out_shape, TensorOptions{}.with_dtype(x.dtype()).with_device(x.device()));
+  Tensor indices = empty(out_shape, TensorOptions{}.with_dtype(DType::Int64).with_device(x.device()));
+  int64_t* pi = indices.data_ptr<int64_t>();
+  dispatch_arith(x.dtype(), is_max ? "max" : "min", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = x.data_ptr<T>();
+    T* pv = values.data_ptr<T>();
+#pragma omp parallel for schedule(static) if (rows * n >= 32768 && !omp_in_parallel())
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* row = px + r * n;
+      T best = row[0];
+      int64_t at = 0;
+      for (int64_t j = 1; j < n; ++j) {
+        const T v = row[j];
+        bool better = is_max ? v > best : v < best;
+        if constexpr (std::is_floating_point_v<T>) better = better || (std::isnan(v) && !std::isnan(best));
+        if (better) {
+          best = v;
+          at = j;
+        }
+      }
+      pv[r] = best;
+      pi[r] = at;
+    }
+  });
+  return {values, indices};
+}
+
+}  // namespace uoe::cpu

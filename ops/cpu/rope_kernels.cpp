@@ -1,0 +1,54 @@
+// CPU RoPE: pairs (i, i + Dh/2) of position p rotate by p * base^(-2i/Dh); the angle table is built once per call.
+#include "ops/cpu/rope_kernels.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <vector>
+
+#include "ops/cpu/simd.h"
+
+namespace uoe::cpu {
+namespace {
+
+// y[i] = x[i] cos - x[i+h] sin ; y[i+h] = x[i] sin + x[i+h] cos, for i < h = Dh/2
+template <typename T>
+UOE_SIMD void rotate(const T* x, T* y, const T* cs, const T* sn, int64_t h) {
+#pragma omp simd
+  for (int64_t i = 0; i < h; ++i) {
+    const T a = x[i], b = x[i + h];
+    y[i] = a * cs[i] - b * sn[i];
+    y[i + h] = a * sn[i] + b * cs[i];
+  }
+}
+
+}  // namespace
+
+Tensor rope(const Tensor& x, double base, int64_t pos_offset, bool inverse) {
+  const int64_t B = x.size(0), T = x.size(1), H = x.size(2), Dh = x.size(3), h = Dh / 2;
+  Tensor y = empty(x.shape(), TensorOptions{}.with_dtype(x.dtype()).with_device(x.device()));
+  dispatch_float(x.dtype(), "rope", [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    // cos/sin table [T, h], computed in double
+    std::vector<S> cs(size_t(T * h)), sn(size_t(T * h));
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < h; ++i) {
+        const double angle = double(t + pos_offset) * std::pow(base, -2.0 * double(i) / double(Dh));
+        cs[size_t(t * h + i)] = S(std::cos(angle));
+        sn[size_t(t * h + i)] = S(inverse ? -std::sin(angle) : std::sin(angle));
+      }
+    const S* px = x.data_ptr<S>();
+    S* py = y.data_ptr<S>();
+#pragma omp parallel for schedule(static) if (x.numel() >= 32768 && !omp_in_parallel())
+    for (int64_t bt = 0; bt < B * T; ++bt) {
+      const int64_t t = bt % T;
+      for (int64_t hh = 0; hh < H; ++hh) {
+        const int64_t off = (bt * H + hh) * Dh;
+        rotate(px + off, py + off, cs.data() + t * h, sn.data() + t * h, h);
+      }
+    }
+  });
+  return y;
+}
+
+}  // namespace uoe::cpu

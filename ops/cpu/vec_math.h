@@ -1,0 +1,285 @@
+// uoe::cpu::vm — branch-free, libm-free float math (exp, log, tanh, sigmoid, silu, gelu, erf) that GCC vectorises in `#pragma omp simd` loops.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+// Every function is always_inline so that it is inlined (and vectorised with the caller's ISA) inside
+// target_clones kernels; nothing here calls libm for float, and data-dependent choices are bit-mask selects
+// of values that are both computed (detail::select), which vectorise on SSE2, AVX2 and AVX-512 alike.
+//
+// Accuracy (float, measured against double std:: in tests/ops/cpu/test_vec_math.cpp):
+//   exp      relative error <= 2e-7 for normal results; denormal results within 1 denormal ulp;
+//            0 for x < -103.97, +inf for x > 88.72, NaN -> NaN.
+//   log      relative error <= 2e-7 (x > 0, denormals included); log(0) = -inf, log(x<0) = NaN, log(inf) = inf.
+//   erf      absolute error <= 1e-7;  erfc relative error ~1e-7 near 0, growing like z^2 * 6e-8 in the tail
+//            (rounding of z*z inside exp(-z*z)).
+//   tanh, sigmoid, silu, gelu, gelu_erf and the *_grad derivatives: a few float ulps (relative), accurate
+//   in the tails (no 1 - (1 - tiny) cancellation): sigmoid(-100) is the denormal exp(-100), not 0.
+// Double overloads use std:: functions with the same stable formulas; they are the reference / fallback.
+
+#define UOE_VM_INLINE inline __attribute__((always_inline))
+
+namespace uoe::cpu::vm {
+
+namespace detail {
+UOE_VM_INLINE float abs_bits(float x) { return std::bit_cast<float>(std::bit_cast<uint32_t>(x) & 0x7fffffffu); }
+// |r| with the sign of s (r must be >= 0 or NaN).
+UOE_VM_INLINE float with_sign_of(float r, float s) {
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(r) | (std::bit_cast<uint32_t>(s) & 0x80000000u));
+}
+// c ? a : b as a bit-mask blend. A plain `?:` lets GCC sink the arms into branches (or thread constant arms
+// through later arithmetic), which if-conversion then refuses under the default -ftrapping-math unless the
+// target has AVX-512 masking; the mask form vectorises on SSE2/AVX2 too.
+UOE_VM_INLINE float select(bool c, float a, float b) {
+  const uint32_t m = 0u - static_cast<uint32_t>(c);
+  return std::bit_cast<float>((std::bit_cast<uint32_t>(a) & m) | (std::bit_cast<uint32_t>(b) & ~m));
+}
+// max(x, lo) / clamp that let NaN through (comparisons with NaN are false, so x is kept).
+UOE_VM_INLINE float max_keep_nan(float x, float lo) { return select(x < lo, lo, x); }
+UOE_VM_INLINE float clamp_keep_nan(float x, float lo, float hi) {
+  const float a = select(x < lo, lo, x);
+  return select(a > hi, hi, a);
+}
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------------
+// exp: x = n*ln2 + r, |r| <= ln2/2 (Cody–Waite split of ln2), e^r = 1 + r + r^2*q(r) with a degree-4
+// near-minimax q (Chebyshev fit, |error| < 1e-8 relative), result = p * 2^n1 * 2^n2 with n1 + n2 = n so
+// that 2^n for n in [-150, 144] never leaves the normal range and denormal results round once.
+UOE_VM_INLINE float exp(float x) {
+  const float xc = detail::clamp_keep_nan(x, -104.0f, 100.0f);
+  const float shifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer held in the low bits
+  const float t = xc * 1.44269504089f + shifter;
+  const float nf = t - shifter;
+  const int32_t n = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(shifter);
+  float r = xc - nf * 0.693359375f;   // ln2_hi: 9 significant bits, n*ln2_hi is exact
+  r = r - nf * -2.12194440e-4f;       // ln2_lo
+  float q = 1.392617589e-03f;
+  q = q * r + 8.363173343e-03f;
+  q = q * r + 4.166655615e-02f;
+  q = q * r + 1.666657776e-01f;
+  q = q * r + 5.000000000e-01f;
+  const float p = (r * r * q + r) + 1.0f;
+  const int32_t n1 = n >> 1;
+  const int32_t n2 = n - n1;
+  const float s1 = std::bit_cast<float>((n1 + 127) << 23);
+  const float s2 = std::bit_cast<float>((n2 + 127) << 23);
+  return p * s1 * s2;
+}
+
+// log: x = m * 2^e with m in [sqrt(1/2), sqrt(2)); s = (m-1)/(m+1); log m = 2 atanh(s) = 2s + s^3 P(s^2)
+// with a degree-2 near-minimax P (|error| < 3e-9). Denormal inputs are pre-scaled by 2^23.
+UOE_VM_INLINE float log(float x) {
+  const bool tiny = x < 1.17549435e-38f;
+  const float xs = detail::select(tiny, x * 8388608.0f, x);
+  const int32_t bits = std::bit_cast<int32_t>(xs);
+  int32_t e = ((bits >> 23) & 0xff) - 127 - (23 & -static_cast<int32_t>(tiny));
+  float m = std::bit_cast<float>((bits & 0x007fffff) | 0x3f800000);  // [1, 2)
+  const bool big = m > 1.41421356f;
+  m = detail::select(big, m * 0.5f, m);
+  e += static_cast<int32_t>(big);
+  const float f = m - 1.0f;  // exact (Sterbenz)
+  const float s = f / (m + 1.0f);
+  const float w = s * s;
+  float pl = 2.957994938e-01f;
+  pl = pl * w + 3.998878002e-01f;
+  pl = pl * w + 6.666668653e-01f;
+  const float logm = (s * w) * pl + (s + s);
+  const float ef = static_cast<float>(e);
+  float res = ef * 0.693359375f + (logm + ef * -2.12194440e-4f);
+  res = detail::select(x == std::numeric_limits<float>::infinity(), x, res);
+  res = detail::select(x == 0.0f, -std::numeric_limits<float>::infinity(), res);
+  res = detail::select(!(x >= 0.0f), std::numeric_limits<float>::quiet_NaN(), res);
+  return res;
+}
+
+// tanh: |x| < 0.625: x + x^3 q(x^2) (degree-4 near-minimax q, < 2e-8 relative);
+// otherwise (1 - e) / (1 + e) with e = exp(-2|x|) (no overflow, 1 for large |x|). Sign restored by bits.
+UOE_VM_INLINE float tanh(float x) {
+  const float ax = detail::abs_bits(x);
+  const float w = ax * ax;
+  float q = -6.096714176e-03f;
+  q = q * w + 2.099717967e-02f;
+  q = q * w + -5.385090783e-02f;
+  q = q * w + 1.333276927e-01f;
+  q = q * w + -3.333332837e-01f;
+  const float small = (ax * w) * q + ax;
+  const float e = vm::exp(-2.0f * ax);
+  const float large = (1.0f - e) / (1.0f + e);
+  const float r = detail::select(ax < 0.625f, small, large);
+  return detail::with_sign_of(r, x);
+}
+
+// d tanh / dx = 1 - tanh^2 = 4e / (1 + e)^2, e = exp(-2|x|) (accurate for large |x|).
+UOE_VM_INLINE float tanh_grad(float x) {
+  const float e = vm::exp(-2.0f * detail::abs_bits(x));
+  const float d = 1.0f + e;
+  return (4.0f * e) / (d * d);
+}
+// Same derivative from the output y = tanh(x) (cheap form for autograd when only y is kept).
+UOE_VM_INLINE float tanh_grad_from_output(float y) { return 1.0f - y * y; }
+
+// sigmoid: e = exp(-|x|) in (0, 1]; x >= 0: 1/(1+e); x < 0: e/(1+e) (keeps relative accuracy for x << 0).
+UOE_VM_INLINE float sigmoid(float x) {
+  const float e = vm::exp(-detail::abs_bits(x));
+  const float inv = 1.0f / (1.0f + e);
+  return detail::select(x >= 0.0f, inv, e * inv);
+}
+// sigma'(x) = sigma(x) sigma(-x) = e / (1 + e)^2, e = exp(-|x|).
+UOE_VM_INLINE float sigmoid_grad(float x) {
+  const float e = vm::exp(-detail::abs_bits(x));
+  const float d = 1.0f + e;
+  return e / (d * d);
+}
+UOE_VM_INLINE float sigmoid_grad_from_output(float y) { return y * (1.0f - y); }
+
+// silu(x) = x sigma(x). x is clamped to [-200, 200] (NaN kept) so that +-inf give inf / 0, not NaN.
+UOE_VM_INLINE float silu(float x) {
+  const float xc = detail::max_keep_nan(x, -200.0f);
+  return xc * vm::sigmoid(xc);
+}
+// silu'(x) = sigma(x) + x sigma(x) sigma(-x).
+UOE_VM_INLINE float silu_grad(float x) {
+  const float xc = detail::clamp_keep_nan(x, -200.0f, 200.0f);
+  const float e = vm::exp(-detail::abs_bits(xc));
+  const float inv = 1.0f / (1.0f + e);
+  const float s = detail::select(xc >= 0.0f, inv, e * inv);
+  return s + xc * (e * inv * inv);
+}
+
+// gelu, tanh approximation (PyTorch gelu(approximate='tanh')):
+//   0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3)  ==  x * sigma(2u)   (exact identity, no cancellation).
+// v = 2u = x (c1 + c2 x^2). x below -20 gives -0 (the true value underflows long before).
+UOE_VM_INLINE float gelu(float x) {
+  const float xc = detail::max_keep_nan(x, -20.0f);
+  const float v = xc * (1.59576912161f + 0.0713548162726f * (xc * xc));
+  return xc * vm::sigmoid(v);
+}
+// gelu'(x) = sigma(v) + x sigma'(v) v',  v' = c1 + 3 c2 x^2.
+UOE_VM_INLINE float gelu_grad(float x) {
+  const float xc = detail::clamp_keep_nan(x, -20.0f, 20.0f);
+  const float x2 = xc * xc;
+  const float v = xc * (1.59576912161f + 0.0713548162726f * x2);
+  const float dv = 1.59576912161f + 0.214064448818f * x2;
+  const float e = vm::exp(-detail::abs_bits(v));
+  const float inv = 1.0f / (1.0f + e);
+  const float s = detail::select(v >= 0.0f, inv, e * inv);
+  return s + xc * (e * inv * inv) * dv;
+}
+
+// erf / erfc. |z| < 1: erf(z) = z + z P(z^2), degree-6 near-minimax P (|error| < 1e-8).
+// |z| >= 1: erfc(|z|) = exp(-z^2) Q(t), t = 1/(1 + |z|/2), degree-9 near-minimax Q fitted on |z| in [0.9, 10]
+// (relative error < 3e-8 before the exp).
+namespace detail {
+UOE_VM_INLINE float erf_small(float z) {  // valid for |z| <= 1
+  const float w = z * z;
+  float p = 7.875874871e-05f;
+  p = p * w + -8.016864303e-04f;
+  p = p * w + 5.189087242e-03f;
+  p = p * w + -2.685421146e-02f;
+  p = p * w + 1.128359437e-01f;
+  p = p * w + -3.761262596e-01f;
+  p = p * w + 1.283791661e-01f;  // 2/sqrt(pi) - 1: the leading 1 is added exactly below
+  return z * p + z;
+}
+UOE_VM_INLINE float erfc_large(float az) {  // az = |z| >= 1 (also fine for inf)
+  const float t = 1.0f / (1.0f + 0.5f * az);
+  float q = -7.512132823e-02f;
+  q = q * t + 3.549670577e-01f;
+  q = q * t + -6.188916564e-01f;
+  q = q * t + 4.155566096e-01f;
+  q = q * t + -1.145776063e-01f;
+  q = q * t + 2.383017242e-01f;
+  q = q * t + 2.340074927e-01f;
+  q = q * t + 2.837840617e-01f;
+  q = q * t + 2.819666266e-01f;
+  q = q * t + 4.256562988e-06f;
+  return vm::exp(-(az * az)) * q;
+}
+// Normal CDF Phi(x) = erfc(-x/sqrt2)/2, relative accuracy kept for x << 0.
+UOE_VM_INLINE float normal_cdf(float x) {
+  const float z = x * 0.707106781187f;
+  const float az = abs_bits(z);
+  const float small = 0.5f + 0.5f * erf_small(z);
+  const float c = 0.5f * erfc_large(az);
+  const float large = detail::select(x < 0.0f, c, 1.0f - c);
+  return detail::select(az < 1.0f, small, large);
+}
+}  // namespace detail
+
+UOE_VM_INLINE float erf(float z) {
+  const float az = detail::abs_bits(z);
+  const float large = detail::with_sign_of(1.0f - detail::erfc_large(az), z);
+  return detail::select(az < 1.0f, detail::erf_small(z), large);
+}
+UOE_VM_INLINE float erfc(float z) {
+  const float az = detail::abs_bits(z);
+  const float c = detail::erfc_large(az);
+  const float large = detail::select(z < 0.0f, 2.0f - c, c);
+  return detail::select(az < 1.0f, 1.0f - detail::erf_small(z), large);
+}
+
+// Exact gelu: x Phi(x) (PyTorch gelu(approximate='none')). x below -20 gives -0.
+UOE_VM_INLINE float gelu_erf(float x) {
+  const float xc = detail::max_keep_nan(x, -20.0f);
+  return xc * detail::normal_cdf(xc);
+}
+// d/dx x Phi(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi).
+UOE_VM_INLINE float gelu_erf_grad(float x) {
+  const float xc = detail::clamp_keep_nan(x, -20.0f, 20.0f);
+  const float pdf = 0.398942280401f * vm::exp(-0.5f * (xc * xc));
+  return detail::normal_cdf(xc) + xc * pdf;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// double: std:: functions, same stable formulas (not required to vectorise).
+UOE_VM_INLINE double exp(double x) { return std::exp(x); }
+UOE_VM_INLINE double log(double x) { return std::log(x); }
+UOE_VM_INLINE double tanh(double x) { return std::tanh(x); }
+UOE_VM_INLINE double erf(double x) { return std::erf(x); }
+UOE_VM_INLINE double erfc(double x) { return std::erfc(x); }
+UOE_VM_INLINE double tanh_grad(double x) {
+  const double e = std::exp(-2.0 * std::fabs(x));
+  return 4.0 * e / ((1.0 + e) * (1.0 + e));
+}
+UOE_VM_INLINE double tanh_grad_from_output(double y) { return 1.0 - y * y; }
+UOE_VM_INLINE double sigmoid(double x) {
+  const double e = std::exp(-std::fabs(x));
+  return x >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+}
+UOE_VM_INLINE double sigmoid_grad(double x) {
+  const double e = std::exp(-std::fabs(x));
+  return e / ((1.0 + e) * (1.0 + e));
+}
+UOE_VM_INLINE double sigmoid_grad_from_output(double y) { return y * (1.0 - y); }
+UOE_VM_INLINE double silu(double x) {
+  const double xc = x < -800.0 ? -800.0 : x;
+  return xc * vm::sigmoid(xc);
+}
+UOE_VM_INLINE double silu_grad(double x) {
+  const double xc = x < -800.0 ? -800.0 : (x > 800.0 ? 800.0 : x);
+  return vm::sigmoid(xc) + xc * vm::sigmoid_grad(xc);
+}
+UOE_VM_INLINE double gelu(double x) {
+  const double xc = x < -40.0 ? -40.0 : x;
+  return xc * vm::sigmoid(xc * (1.5957691216057308 + 0.07135481627260025 * xc * xc));
+}
+UOE_VM_INLINE double gelu_grad(double x) {
+  const double xc = x < -40.0 ? -40.0 : (x > 40.0 ? 40.0 : x);
+  const double x2 = xc * xc;
+  const double v = xc * (1.5957691216057308 + 0.07135481627260025 * x2);
+  return vm::sigmoid(v) + xc * vm::sigmoid_grad(v) * (1.5957691216057308 + 0.21406444881780076 * x2);
+}
+UOE_VM_INLINE double gelu_erf(double x) {
+  const double xc = x < -40.0 ? -40.0 : x;
+  return xc * 0.5 * std::erfc(-xc * 0.7071067811865476);
+}
+UOE_VM_INLINE double gelu_erf_grad(double x) {
+  const double xc = x < -40.0 ? -40.0 : (x > 40.0 ? 40.0 : x);
+  return 0.5 * std::erfc(-xc * 0.7071067811865476) + xc * 0.3989422804014327 * std::exp(-0.5 * xc * xc);
+}
+
+}  // namespace uoe::cpu::vm

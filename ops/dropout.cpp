@@ -1,0 +1,20 @@
+// dropout: a Bernoulli keep-mask from the counter-based generator, scaled by 1/(1-p); backward through mul.
+#include "core/error.h"
+#include "ops/op_utils.h"
+#include "ops/ops.h"
+
+namespace uoe::ops {
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  check_cpu_op("dropout", {x});
+  check_floating("dropout", "x", x);
+  UOE_CHECK(p >= 0.0 && p <= 1.0, "[dropout] p must be in [0, 1], got ", p);
+  if (!training || p == 0.0) return x;
+  if (p == 1.0) return x * 0.0;
+  // keep where u >= p, u ~ U[0,1): P(keep) = 1 - p
+  const Tensor u = rand(x.shape(), TensorOptions{}.with_dtype(DType::Float32).with_device(x.device()), gen);
+  const Tensor scale = where(ge(u, scalar_like(p, u)), scalar_like(1.0 / (1.0 - p), x), scalar_like(0.0, x));
+  return x * scale;
+}
+
+}  // namespace uoe::ops

@@ -1,0 +1,56 @@
+// In-place ops for training loops (zero_, fill_, add_, mul_): bump the version, never record a graph.
+#include "autograd/node.h"
+#include "core/error.h"
+#include "ops/cpu/copy_kernels.h"
+#include "ops/cpu/elementwise_kernels.h"
+#include "ops/op_utils.h"
+#include "ops/ops.h"
+
+namespace uoe {
+namespace {
+
+// In-place writes are not differentiable: refuse them while they would corrupt a graph.
+void check_inplace(const char* op, const Tensor& self, const Tensor& other = Tensor()) {
+  UOE_CHECK(!autograd::grad_enabled() || !(self.requires_grad() || (other.defined() && other.requires_grad())),
+            "[", op, "] in-place update of a tensor that requires grad (or with one) while grad mode is on; ",
+            "use the out-of-place op, or wrap the update in NoGradGuard");
+  UOE_CHECK(broadcast_shapes(other.defined() ? other.shape() : self.shape(), self.shape(), op) == self.shape(), "[",
+            op, "] operand of shape ", shape_str(other.shape()), " cannot be broadcast to ", shape_str(self.shape()));
+}
+
+}  // namespace
+
+Tensor& Tensor::fill_(double value) {
+  check_inplace("fill_", *this);
+  if (is_cpu()) {
+    cpu::fill(*this, value);
+    bump_version();
+  } else {
+    copy_(full({}, value, ops::like(*this)));
+  }
+  return *this;
+}
+
+Tensor& Tensor::zero_() { return fill_(0.0); }
+
+// self = self (op) other, written in place (reduced floats go through float32 and copy back).
+static Tensor& update_inplace(const char* op, Tensor& self, cpu::BinaryKind kind, const Tensor& other) {
+  check_inplace(op, self, other);
+  ops::check_cpu_op(op, {self, other});
+  ops::check_same_dtype(op, self, other);
+  if (is_reduced_float(self.dtype()))
+    return self.copy_(ops::restore_dtype(cpu::binary(kind, ops::compute_view(self), ops::compute_view(other)), self.dtype()));
+  cpu::binary_into(kind, self, self, other);
+  self.bump_version();
+  return self;
+}
+
+Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  return update_inplace("add_", *this, cpu::BinaryKind::Add, alpha == 1.0 ? other : other * alpha);
+}
+
+Tensor& Tensor::mul_(const Tensor& other) { return update_inplace("mul_", *this, cpu::BinaryKind::Mul, other); }
+
+Tensor& Tensor::mul_(double value) { return mul_(ops::scalar_like(value, *this)); }
+
+}  // namespace uoe

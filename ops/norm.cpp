@@ -1,0 +1,107 @@
+// rms_norm and layer_norm over the last dim: fused row kernels, forward beside backward.
+#include "autograd/node.h"
+#include "core/error.h"
+#include "ops/cpu/rowwise_kernels.h"
+#include "ops/op_utils.h"
+#include "ops/ops.h"
+
+namespace uoe::ops {
+namespace {
+
+template <typename T>
+const T* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr<T>() : nullptr; }
+template <typename T>
+T* mut_ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr<T>() : nullptr; }
+
+// Checks x: [..., d] and optional [d] affine parameters; returns d.
+int64_t check_norm(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_cpu_op(op, {x});
+  check_floating(op, "x", x);
+  UOE_CHECK(x.dim() >= 1, "[", op, "] x must have at least 1 dim, got ", shape_str(x.shape()));
+  const int64_t d = x.size(-1);
+  for (const Tensor* p : {&weight, &bias}) {
+    if (!p->defined()) continue;
+    check_cpu_op(op, {x, *p});
+    UOE_CHECK(p->shape() == Shape{d}, "[", op, "] x is ", shape_str(x.shape()), " so weight/bias must be [", d,
+              "], got ", shape_str(p->shape()));
+    check_same_dtype(op, x, *p);
+  }
+  return d;
+}
+
+// Contiguous compute-dtype copy of an optional parameter.
+Tensor param(const Tensor& p) { return p.defined() ? compute_view(p).detach().contiguous() : Tensor(); }
+
+struct RmsNormBackward final : autograd::Node {
+  DType dtype;
+  explicit RmsNormBackward(DType d) : dtype(d) {}
+  std::string name() const override { return "rms_norm"; }
+  std::vector<Tensor> apply(const Tensor& g_in) override {
+    const Tensor x = saved(0), w = saved(1), rstd = saved(2);
+    const Tensor g = compute_view(g_in).contiguous();
+    const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
+    Tensor dx = empty(x.shape(), like(x));
+    Tensor dw = w.defined() && next[1] ? empty(w.shape(), like(w)) : Tensor();
+    dispatch_float(x.dtype(), "rms_norm", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      cpu::rms_norm_backward<T>(rows, d, x.data_ptr<T>(), ptr_or_null<T>(w), rstd.data_ptr<T>(), g.data_ptr<T>(),
+                                dx.data_ptr<T>(), mut_ptr_or_null<T>(dw));
+    });
+    return {restore_dtype(dx, dtype), dw.defined() ? restore_dtype(dw, dtype) : Tensor()};
+  }
+};
+
+struct LayerNormBackward final : autograd::Node {
+  DType dtype;
+  explicit LayerNormBackward(DType d) : dtype(d) {}
+  std::string name() const override { return "layer_norm"; }
+  std::vector<Tensor> apply(const Tensor& g_in) override {
+    const Tensor x = saved(0), w = saved(1), b = saved(2), mean = saved(3), rstd = saved(4);
+    const Tensor g = compute_view(g_in).contiguous();
+    const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
+    Tensor dx = empty(x.shape(), like(x));
+    Tensor dw = w.defined() && next[1] ? empty(w.shape(), like(w)) : Tensor();
+    Tensor db = b.defined() && next[2] ? empty(b.shape(), like(b)) : Tensor();
+    dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      cpu::layer_norm_backward<T>(rows, d, x.data_ptr<T>(), ptr_or_null<T>(w), mean.data_ptr<T>(), rstd.data_ptr<T>(),
+                                  g.data_ptr<T>(), dx.data_ptr<T>(), mut_ptr_or_null<T>(dw), mut_ptr_or_null<T>(db));
+    });
+    return {restore_dtype(dx, dtype), dw.defined() ? restore_dtype(dw, dtype) : Tensor(),
+            db.defined() ? restore_dtype(db, dtype) : Tensor()};
+  }
+};
+
+}  // namespace
+
+Tensor rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
+  const int64_t d = check_norm("rms_norm", x_in, weight, Tensor());
+  const Tensor x = compute_view(x_in).detach().contiguous(), w = param(weight);
+  const int64_t rows = d ? x.numel() / d : 0;
+  Tensor y = empty(x.shape(), like(x)), rstd = empty({rows}, like(x));
+  dispatch_float(x.dtype(), "rms_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cpu::rms_norm_forward<T>(rows, d, x.data_ptr<T>(), ptr_or_null<T>(w), T(eps), y.data_ptr<T>(), rstd.data_ptr<T>());
+  });
+  y = restore_dtype(y, x_in.dtype());
+  if (auto node = autograd::record<RmsNormBackward>(y, {x_in, weight}, x_in.dtype())) node->save({x, w, rstd});
+  return y;
+}
+
+Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, double eps) {
+  const int64_t d = check_norm("layer_norm", x_in, weight, bias);
+  const Tensor x = compute_view(x_in).detach().contiguous(), w = param(weight), b = param(bias);
+  const int64_t rows = d ? x.numel() / d : 0;
+  Tensor y = empty(x.shape(), like(x)), mean = empty({rows}, like(x)), rstd = empty({rows}, like(x));
+  dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cpu::layer_norm_forward<T>(rows, d, x.data_ptr<T>(), ptr_or_null<T>(w), ptr_or_null<T>(b), T(eps),
+                               y.data_ptr<T>(), mean.data_ptr<T>(), rstd.data_ptr<T>());
+  });
+  y = restore_dtype(y, x_in.dtype());
+  if (auto node = autograd::record<LayerNormBackward>(y, {x_in, weight, bias}, x_in.dtype()))
+    node->save({x, w, b, mean, rstd});
+  return y;
+}
+
+}  // namespace uoe::ops

@@ -1,0 +1,44 @@
+// Validation helpers of the op layer.
+#include "ops/op_utils.h"
+
+#include "core/error.h"
+
+namespace uoe::ops {
+
+std::string describe(const Tensor& t) {
+  return std::string(dtype_name(t.dtype())) + shape_str(t.shape()) + " on " + t.device().str();
+}
+
+void check_cpu_op(const char* op, std::initializer_list<Tensor> tensors) {
+  const Tensor* first = nullptr;
+  std::string all;
+  for (const Tensor& t : tensors) {
+    UOE_CHECK(t.defined(), "[", op, "] got an undefined tensor");
+    all += (all.empty() ? "" : ", ") + describe(t);
+    if (!first) first = &t;
+  }
+  for (const Tensor& t : tensors)
+    UOE_CHECK(t.device() == first->device(), "[", op, "] all tensors must be on one device, got ", all);
+  if (first && first->is_cuda())
+    fail("[", op, "] has no CUDA kernel yet: inputs ", all, "; move them to the cpu with .to(Device::cpu())");
+}
+
+void check_floating(const char* op, const char* arg, const Tensor& t) {
+  UOE_CHECK(is_floating(t.dtype()), "[", op, "] ", arg, " must be a floating-point tensor, got ", describe(t));
+}
+
+void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
+  UOE_CHECK(a.dtype() == b.dtype(), "[", op, "] dtypes differ: ", describe(a), " and ", describe(b));
+}
+
+void check_index(const char* op, const char* arg, const Tensor& t) {
+  UOE_CHECK(is_integral(t.dtype()), "[", op, "] ", arg, " must be an int32 or int64 tensor, got ", describe(t));
+}
+
+Tensor compute_view(const Tensor& t) { return is_reduced_float(t.dtype()) ? t.to(DType::Float32) : t; }
+
+Tensor restore_dtype(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : t.to(dtype); }
+
+TensorOptions like(const Tensor& t) { return TensorOptions{}.with_dtype(t.dtype()).with_device(t.device()); }
+
+}  // namespace uoe::ops

@@ -1,0 +1,29 @@
+// Shared validation and helpers of the op layer: devices, dtypes, reduced-precision compute.
+#pragma once
+#include <initializer_list>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace uoe::ops {
+
+// All defined tensors on one device; CPU kernels only until the CUDA kernels land.
+// The error names the op and shows every tensor's shape and device.
+void check_cpu_op(const char* op, std::initializer_list<Tensor> tensors);
+// Floating dtype required; the error names the op, the argument and its dtype.
+void check_floating(const char* op, const char* arg, const Tensor& t);
+void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
+// Integer (int32/int64) index tensor required.
+void check_index(const char* op, const char* arg, const Tensor& t);
+
+// Reduced floats (bf16, f16) are computed in float32: returns t cast up, or t itself.
+Tensor compute_view(const Tensor& t);
+// The dtype kernels compute in for a tensor of dtype t.
+inline DType compute_dtype(DType t) { return is_reduced_float(t) ? DType::Float32 : t; }
+// Casts a float32 result back to `dtype` when that is a reduced float.
+Tensor restore_dtype(const Tensor& t, DType dtype);
+
+TensorOptions like(const Tensor& t);  // same dtype and device, no grad
+std::string describe(const Tensor& t);  // "float32[2, 3] on cpu"
+
+}  // namespace uoe::ops

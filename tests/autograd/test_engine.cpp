@@ -1,0 +1,154 @@
+// Autograd engine: diamonds, accumulation, hooks, retain_grad, no_grad, detach, in-place
+// errors, second backward, anomaly mode naming the op, DOT dump.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "autograd/graph_dump.h"
+#include "autograd/grad_mode.h"
+#include "core/error.h"
+#include "ops/ops.h"
+
+namespace uoe {
+namespace {
+
+Tensor leaf(std::vector<double> v, Shape s) {
+  return from_vector(v, s, TensorOptions{}.with_dtype(DType::Float64)).requires_grad_();
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(AutogradEngine, DiamondGraphSumsBothPaths) {
+  // y = a*b + exp(a)  with b = a*3:  dy/da = 6a + exp(a)
+  Tensor a = leaf({0.5, -1.0}, {2});
+  Tensor b = a * 3.0;
+  Tensor y = ops::sum(a * b + ops::exp(a));
+  y.backward();
+  const auto g = a.grad().to_vector<double>();
+  EXPECT_NEAR(g[0], 6 * 0.5 + std::exp(0.5), 1e-12);
+  EXPECT_NEAR(g[1], -6.0 + std::exp(-1.0), 1e-12);
+}
+
+TEST(AutogradEngine, GradientsAccumulateAcrossCalls) {
+  Tensor a = leaf({1.0, 2.0}, {2});
+  ops::sum(a * a).backward();
+  ops::sum(a * a).backward();
+  EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{4.0, 8.0}));
+}
+
+TEST(AutogradEngine, ExplicitGradientForNonScalar) {
+  Tensor a = leaf({1.0, 2.0, 3.0}, {3});
+  Tensor y = a * 2.0;
+  y.backward(from_vector<double>({1.0, 0.5, -1.0}, {3}, TensorOptions{}.with_dtype(DType::Float64)));
+  EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{2.0, 1.0, -2.0}));
+  Tensor z = a * 2.0;
+  EXPECT_NE(error_of([&] { z.backward(); }).find("only for a scalar"), std::string::npos);
+}
+
+TEST(AutogradEngine, HooksSeeAndReplaceGradients) {
+  Tensor a = leaf({1.0, 2.0}, {2});
+  Tensor h = a * 3.0;
+  std::vector<double> seen;
+  h.register_hook([&](const Tensor& g) {
+    seen = g.to_vector<double>();
+    return g * 10.0;  // replaces the gradient flowing on
+  });
+  h.retain_grad();
+  ops::sum(h * h).backward();
+  EXPECT_EQ(seen, (std::vector<double>{6.0, 12.0}));           // d/dh sum(h^2) = 2h
+  EXPECT_EQ(h.grad().to_vector<double>(), (std::vector<double>{60.0, 120.0}));
+  EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{180.0, 360.0}));
+  // Leaf hooks run before accumulation.
+  Tensor b = leaf({1.0}, {1});
+  b.register_hook([](const Tensor& g) { return g * 0.5; });
+  ops::sum(b * 4.0).backward();
+  EXPECT_EQ(b.grad().item<double>(), 2.0);
+}
+
+TEST(AutogradEngine, NoGradAndDetachRecordNothing) {
+  Tensor a = leaf({1.0}, {1});
+  {
+    NoGradGuard guard;
+    Tensor y = a * 2.0;
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_FALSE(autograd::grad_enabled());
+  }
+  EXPECT_TRUE(autograd::grad_enabled());
+  Tensor d = (a * 2.0).detach();
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_TRUE(d.is_leaf());
+  Tensor y = a * 2.0 + d;  // d is a constant
+  y.backward();
+  EXPECT_EQ(a.grad().item<double>(), 2.0);
+}
+
+TEST(AutogradEngine, InPlaceChangeOfSavedTensorRaises) {
+  Tensor x = from_vector<double>({1.0, 2.0}, {2}, TensorOptions{}.with_dtype(DType::Float64));
+  Tensor w = leaf({3.0, 4.0}, {2});
+  Tensor y = ops::sum(x * w);  // mul saves x
+  x.add_(ops::scalar_like(1.0, x));
+  const std::string msg = error_of([&] { y.backward(); });
+  EXPECT_NE(msg.find("[backward] mul"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("modified by an in-place operation"), std::string::npos) << msg;
+}
+
+TEST(AutogradEngine, InPlaceOnTensorThatRequiresGradRaises) {
+  Tensor w = leaf({1.0}, {1});
+  EXPECT_NE(error_of([&] { w.mul_(2.0); }).find("[mul_]"), std::string::npos);
+  NoGradGuard guard;
+  w.mul_(2.0);  // fine: optimiser-style update
+  EXPECT_EQ(w.item<double>(), 2.0);
+}
+
+TEST(AutogradEngine, SecondBackwardNeedsRetainGraph) {
+  Tensor a = leaf({2.0}, {1});
+  Tensor y = ops::sum(ops::exp(a));
+  y.backward({}, true);
+  y.backward();  // the graph was retained once
+  EXPECT_NEAR(a.grad().item<double>(), 2 * std::exp(2.0), 1e-12);
+  const std::string msg = error_of([&] { y.backward(); });
+  EXPECT_NE(msg.find("second time"), std::string::npos) << msg;
+}
+
+TEST(AutogradEngine, AnomalyModeNamesTheOp) {
+  Tensor a = leaf({0.0, 1.0}, {2});
+  Tensor y = ops::sum(ops::sqrt(a));  // d sqrt at 0 is inf
+  AnomalyGuard anomaly;
+  const std::string msg = error_of([&] { y.backward(); });
+  EXPECT_NE(msg.find("[anomaly]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'sqrt'"), std::string::npos) << msg;
+}
+
+TEST(AutogradEngine, NonLeafWithoutGradFnCannotBackward) {
+  Tensor a = from_vector<double>({1.0}, {1}, TensorOptions{}.with_dtype(DType::Float64));
+  EXPECT_NE(error_of([&] { a.backward(); }).find("does not require grad"), std::string::npos);
+}
+
+TEST(AutogradEngine, DeepChainDoesNotOverflowTheStack) {
+  Tensor a = leaf({1.0}, {1});
+  Tensor y = a;
+  for (int i = 0; i < 5000; ++i) y = y * 1.0;
+  y.backward();
+  EXPECT_EQ(a.grad().item<double>(), 1.0);
+}
+
+TEST(AutogradEngine, DotDumpShowsOpsAndShapes) {
+  Tensor a = leaf({1.0, 2.0, 3.0, 4.0}, {2, 2});
+  Tensor y = ops::sum(ops::matmul(a, a) + 1.0);
+  const std::string dot = autograd::to_dot(y);
+  EXPECT_NE(dot.find("digraph"), std::string::npos);
+  EXPECT_NE(dot.find("matmul"), std::string::npos);
+  EXPECT_NE(dot.find("[2, 2]"), std::string::npos);
+  EXPECT_NE(dot.find("leaf"), std::string::npos);
+  EXPECT_NE(dot.find("->"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace uoe

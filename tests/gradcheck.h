@@ -1,0 +1,30 @@
+// Finite-difference gradient checks in double precision, shared by the op tests.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace uoe::testing {
+
+using OpFn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+enum class Layout { Contiguous, Strided };  // Strided: every input is a step-2 slice of a wider leaf
+
+struct GradCase {
+  std::string name;
+  std::vector<Shape> shapes;  // one per differentiable input
+  OpFn fn;
+  bool positive = false;  // inputs drawn from [0.5, 2) instead of N(0, 1)
+};
+
+// Checks d(sum(fn(inputs) * w))/d input against central differences (h = 1e-6) for every
+// element of every input; w is a fixed random weight. Returns "" or a description of the
+// first mismatch.
+std::string check_gradients(const GradCase& c, Layout layout, uint64_t seed, double tol = 1e-6);
+
+// Random float64 tensor (no grad) for tests.
+Tensor random_double(const Shape& shape, uint64_t seed, bool positive = false);
+
+}  // namespace uoe::testing

@@ -1,0 +1,394 @@
+// Tests of the CPU fused attention kernels against a naive double-precision full-score-matrix reference.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ops/cpu/attention_kernels.h"
+
+namespace uoe::cpu {
+namespace {
+
+enum class Layout { BHTD, BTHD };  // contiguous [B,H,T,Dh], or a [B,T,H,Dh] buffer viewed as [B,H,T,Dh]
+
+AttnStrides strides_for(Layout l, int64_t H, int64_t T, int64_t Dh) {
+  return l == Layout::BHTD ? AttnStrides{H * T * Dh, T * Dh, Dh} : AttnStrides{T * H * Dh, Dh, H * Dh};
+}
+
+int64_t at(const AttnStrides& s, int64_t b, int64_t h, int64_t t, int64_t d) {
+  return b * s.batch + h * s.head + t * s.time + d;
+}
+
+// Inputs of one problem, stored in its layout (q/out/dout/dq: H heads, k/v/dk/dv: Hkv heads).
+struct Problem {
+  AttnShape s;
+  AttnStrides qs, kvs;
+  std::vector<double> q, k, v, dout;
+};
+
+// Random values in ±[0.1, 1] (never zero, so a missing term cannot hide).
+std::vector<double> random_vec(size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<double> mag(0.1, 1.0);
+  std::bernoulli_distribution sign(0.5);
+  std::vector<double> x(n);
+  for (double& e : x) e = sign(rng) ? mag(rng) : -mag(rng);
+  return x;
+}
+
+Problem make_problem(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t Dh, bool causal, Layout layout,
+                     unsigned seed, double scale_mult = 1.0) {
+  Problem p;
+  p.s = AttnShape{B, H, Hkv, T, Dh, scale_mult / std::sqrt(double(Dh)), causal};
+  p.qs = strides_for(layout, H, T, Dh);
+  p.kvs = strides_for(layout, Hkv, T, Dh);
+  std::mt19937 rng(seed);
+  p.q = random_vec(size_t(B * H * T * Dh), rng);
+  p.k = random_vec(size_t(B * Hkv * T * Dh), rng);
+  p.v = random_vec(size_t(B * Hkv * T * Dh), rng);
+  p.dout = random_vec(size_t(B * H * T * Dh), rng);
+  return p;
+}
+
+struct Result {
+  std::vector<double> out, lse, dq, dk, dv;
+};
+
+// Naive reference in double: materialises each head's full T×T score matrix.
+Result reference(const Problem& p) {
+  const AttnShape& s = p.s;
+  const int64_t T = s.T, Dh = s.Dh, G = s.H / s.Hkv;
+  Result r;
+  r.out.assign(p.q.size(), 0.0);
+  r.dq.assign(p.q.size(), 0.0);
+  r.dk.assign(p.k.size(), 0.0);
+  r.dv.assign(p.v.size(), 0.0);
+  r.lse.assign(size_t(s.B * s.H * T), 0.0);
+  std::vector<double> P(size_t(T * T)), dS(size_t(T * T));
+  for (int64_t b = 0; b < s.B; ++b) {
+    for (int64_t h = 0; h < s.H; ++h) {
+      const int64_t hk = h / G;
+      for (int64_t t = 0; t < T; ++t) {  // scores, softmax, lse
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int64_t u = 0; u < T; ++u) {
+          double acc = 0;
+          for (int64_t d = 0; d < Dh; ++d) acc += p.q[at(p.qs, b, h, t, d)] * p.k[at(p.kvs, b, hk, u, d)];
+          P[t * T + u] = (s.causal && u > t) ? -std::numeric_limits<double>::infinity() : acc * s.scale;
+          mx = std::max(mx, P[t * T + u]);
+        }
+        double sum = 0;
+        for (int64_t u = 0; u < T; ++u) sum += std::exp(P[t * T + u] - mx);
+        const double lse = mx + std::log(sum);
+        r.lse[(b * s.H + h) * T + t] = lse;
+        for (int64_t u = 0; u < T; ++u) P[t * T + u] = std::exp(P[t * T + u] - lse);
+      }
+      for (int64_t t = 0; t < T; ++t) {  // out, dP, dS
+        for (int64_t d = 0; d < Dh; ++d) {
+          double acc = 0;
+          for (int64_t u = 0; u < T; ++u) acc += P[t * T + u] * p.v[at(p.kvs, b, hk, u, d)];
+          r.out[at(p.qs, b, h, t, d)] = acc;
+        }
+        double D = 0;
+        for (int64_t u = 0; u < T; ++u) {
+          double dp = 0;
+          for (int64_t d = 0; d < Dh; ++d) dp += p.dout[at(p.qs, b, h, t, d)] * p.v[at(p.kvs, b, hk, u, d)];
+          dS[t * T + u] = dp;
+          D += P[t * T + u] * dp;
+        }
+        for (int64_t u = 0; u < T; ++u) dS[t * T + u] = P[t * T + u] * (dS[t * T + u] - D);
+      }
+      for (int64_t t = 0; t < T; ++t) {  // dq, dk, dv
+        for (int64_t u = 0; u < T; ++u) {
+          for (int64_t d = 0; d < Dh; ++d) {
+            r.dq[at(p.qs, b, h, t, d)] += s.scale * dS[t * T + u] * p.k[at(p.kvs, b, hk, u, d)];
+            r.dk[at(p.kvs, b, hk, u, d)] += s.scale * dS[t * T + u] * p.q[at(p.qs, b, h, t, d)];
+            r.dv[at(p.kvs, b, hk, u, d)] += P[t * T + u] * p.dout[at(p.qs, b, h, t, d)];
+          }
+        }
+      }
+    }
+  }
+  return r;
+}
+
+template <typename T>
+struct Outputs {
+  std::vector<T> out, lse, dq, dk, dv;
+};
+
+template <typename T>
+std::vector<T> cast(const std::vector<double>& x) {
+  return std::vector<T>(x.begin(), x.end());
+}
+
+// Runs the kernels in precision T; outputs start as NaN so an unwritten element fails the comparison.
+template <typename T>
+Outputs<T> run_kernels(const Problem& p, bool backward = true) {
+  const std::vector<T> q = cast<T>(p.q), k = cast<T>(p.k), v = cast<T>(p.v), dout = cast<T>(p.dout);
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  Outputs<T> r;
+  r.out.assign(q.size(), nan);
+  r.lse.assign(size_t(p.s.B * p.s.H * p.s.T), nan);
+  attention_forward<T>(p.s, q.data(), p.qs, k.data(), p.kvs, v.data(), p.kvs, r.out.data(), p.qs, r.lse.data());
+  if (!backward) return r;
+  r.dq.assign(q.size(), nan);
+  r.dk.assign(k.size(), nan);
+  r.dv.assign(v.size(), nan);
+  attention_backward<T>(p.s, q.data(), p.qs, k.data(), p.kvs, v.data(), p.kvs, r.out.data(), p.qs, r.lse.data(),
+                        dout.data(), p.qs, r.dq.data(), p.qs, r.dk.data(), p.kvs, r.dv.data(), p.kvs);
+  return r;
+}
+
+// Normwise relative error: max |got − ref| / max(max |ref|, 0.1) (per-element relative error is meaningless near
+// zero; the 0.1 floor covers tensors that are exactly zero in exact arithmetic, e.g. dq and dk when T = 1).
+template <typename T>
+double rel_error(const std::vector<T>& got, const std::vector<double>& ref) {
+  if (got.size() != ref.size()) return std::numeric_limits<double>::infinity();
+  double err = 0, mag = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double e = std::abs(double(got[i]) - ref[i]);
+    if (!(e == e)) return std::numeric_limits<double>::infinity();  // NaN: unwritten or broken
+    err = std::max(err, e);
+    mag = std::max(mag, std::abs(ref[i]));
+  }
+  if (std::getenv("UOE_ATTN_TEST_VERBOSE")) std::printf("  err %.3g (max |ref| %.3g)\n", err / std::max(mag, 0.1), mag);
+  return err / std::max(mag, 0.1);
+}
+
+template <typename T>
+void expect_matches(const Outputs<T>& got, const Result& ref, double tol, bool backward = true) {
+  EXPECT_LE(rel_error(got.out, ref.out), tol) << "out";
+  EXPECT_LE(rel_error(got.lse, ref.lse), tol) << "lse";
+  if (!backward) return;
+  EXPECT_LE(rel_error(got.dq, ref.dq), tol) << "dq";
+  EXPECT_LE(rel_error(got.dk, ref.dk), tol) << "dk";
+  EXPECT_LE(rel_error(got.dv, ref.dv), tol) << "dv";
+}
+
+constexpr double kTolDouble = 1e-12;
+constexpr double kTolFloat = 1e-5;
+
+std::string describe(const Problem& p, Layout layout) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "B=%lld H=%lld Hkv=%lld T=%lld Dh=%lld %s %s", (long long)p.s.B, (long long)p.s.H,
+                (long long)p.s.Hkv, (long long)p.s.T, (long long)p.s.Dh, p.s.causal ? "causal" : "full",
+                layout == Layout::BHTD ? "[B,H,T,Dh]" : "[B,T,H,Dh]");
+  return buf;
+}
+
+// Both precisions against one reference, over causal × {MHA, GQA Hkv=2, MQA Hkv=1} × both layouts.
+void check_grid(int64_t T, int64_t Dh, double scale_mult = 1.0) {
+  unsigned seed = unsigned(1000 * T + Dh);
+  for (bool causal : {false, true}) {
+    for (int64_t Hkv : {4, 2, 1}) {
+      for (Layout layout : {Layout::BHTD, Layout::BTHD}) {
+        const Problem p = make_problem(2, 4, Hkv, T, Dh, causal, layout, seed++, scale_mult);
+        SCOPED_TRACE(describe(p, layout));
+        const Result ref = reference(p);
+        expect_matches(run_kernels<double>(p), ref, kTolDouble);
+        expect_matches(run_kernels<float>(p), ref, kTolFloat);
+      }
+    }
+  }
+}
+
+class AttentionGrid : public ::testing::TestWithParam<std::tuple<int64_t, int64_t>> {};
+
+TEST_P(AttentionGrid, MatchesReference) { check_grid(std::get<0>(GetParam()), std::get<1>(GetParam())); }
+
+INSTANTIATE_TEST_SUITE_P(SeqAndHeadDim, AttentionGrid,
+                         ::testing::Combine(::testing::Values<int64_t>(1, 5, 64, 100, 257),
+                                            ::testing::Values<int64_t>(1, 8, 17, 64)),
+                         [](const auto& info) {
+                           char buf[64];
+                           std::snprintf(buf, sizeof buf, "T%lld_Dh%lld", (long long)std::get<0>(info.param),
+                                         (long long)std::get<1>(info.param));
+                           return std::string(buf);
+                         });
+
+// Head dims whose padded width leaves partial register strips (24, 80) and the large 128.
+TEST(AttentionKernels, OtherHeadDims) {
+  check_grid(100, 24);
+  check_grid(70, 80);
+  check_grid(129, 128);
+}
+
+// Large scores (|s| up to ~30): the online softmax must rescale correctly across key blocks.
+TEST(AttentionKernels, PeakySoftmax) { check_grid(257, 64, 4.0); }
+
+// q in [B,T,H,Dh], k/v contiguous [B,Hkv,T,Dh], outputs in yet other layouts.
+TEST(AttentionKernels, MixedLayouts) {
+  const Problem p = make_problem(2, 4, 2, 100, 17, true, Layout::BTHD, 7);
+  const Result ref = reference(p);  // in p's layouts
+  const AttnStrides qs = p.qs, kvs_c = strides_for(Layout::BHTD, 2, 100, 17),
+                    qs_c = strides_for(Layout::BHTD, 4, 100, 17);
+  // Re-lay k, v into contiguous [B,Hkv,T,Dh]; write out/dq contiguous and dk/dv as [B,T,Hkv,Dh].
+  std::vector<double> k(p.k.size()), v(p.v.size());
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t t = 0; t < 100; ++t)
+        for (int64_t d = 0; d < 17; ++d) {
+          k[at(kvs_c, b, h, t, d)] = p.k[at(p.kvs, b, h, t, d)];
+          v[at(kvs_c, b, h, t, d)] = p.v[at(p.kvs, b, h, t, d)];
+        }
+  const size_t nq = p.q.size(), nk = p.k.size();
+  std::vector<double> out(nq), lse(size_t(2 * 4 * 100)), dq(nq), dk(nk), dv(nk);
+  attention_forward<double>(p.s, p.q.data(), qs, k.data(), kvs_c, v.data(), kvs_c, out.data(), qs_c, lse.data());
+  attention_backward<double>(p.s, p.q.data(), qs, k.data(), kvs_c, v.data(), kvs_c, out.data(), qs_c, lse.data(),
+                             p.dout.data(), qs, dq.data(), qs_c, dk.data(), p.kvs, dv.data(), p.kvs);
+  double err = 0;
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t h = 0; h < 4; ++h)
+      for (int64_t t = 0; t < 100; ++t)
+        for (int64_t d = 0; d < 17; ++d) {
+          err = std::max(err, std::abs(out[at(qs_c, b, h, t, d)] - ref.out[at(qs, b, h, t, d)]));
+          err = std::max(err, std::abs(dq[at(qs_c, b, h, t, d)] - ref.dq[at(qs, b, h, t, d)]));
+        }
+  EXPECT_LE(err, 1e-12);
+  EXPECT_LE(rel_error(lse, ref.lse), kTolDouble);
+  EXPECT_LE(rel_error(dk, ref.dk), kTolDouble);
+  EXPECT_LE(rel_error(dv, ref.dv), kTolDouble);
+}
+
+// q, k, v as views into one packed [B,T,3,H,Dh] buffer (strides with gaps), float and double.
+TEST(AttentionKernels, PackedQkvViews) {
+  const int64_t B = 2, H = 2, T = 70, Dh = 16;
+  for (bool causal : {false, true}) {
+    const Problem p = make_problem(B, H, H, T, Dh, causal, Layout::BHTD, 41);
+    const Result ref = reference(p);
+    const AttnStrides ps{T * 3 * H * Dh, Dh, 3 * H * Dh};  // element (b,h,t,d) of part i at i·H·Dh + ...
+    std::vector<double> qkv(size_t(B * T * 3 * H * Dh));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t d = 0; d < Dh; ++d) {
+            qkv[at(ps, b, h, t, d)] = p.q[at(p.qs, b, h, t, d)];
+            qkv[at(ps, b, h, t, d) + H * Dh] = p.k[at(p.kvs, b, h, t, d)];
+            qkv[at(ps, b, h, t, d) + 2 * H * Dh] = p.v[at(p.kvs, b, h, t, d)];
+          }
+    auto check = [&](auto zero, double tol) {
+      using F = decltype(zero);
+      const std::vector<F> x = cast<F>(qkv), dout = cast<F>(p.dout);
+      std::vector<F> out(p.q.size()), lse(size_t(B * H * T)), dq(p.q.size()), dk(p.k.size()), dv(p.v.size());
+      attention_forward<F>(p.s, x.data(), ps, x.data() + H * Dh, ps, x.data() + 2 * H * Dh, ps, out.data(), p.qs,
+                            lse.data());
+      attention_backward<F>(p.s, x.data(), ps, x.data() + H * Dh, ps, x.data() + 2 * H * Dh, ps, out.data(), p.qs,
+                             lse.data(), dout.data(), p.qs, dq.data(), p.qs, dk.data(), p.kvs, dv.data(), p.kvs);
+      const Outputs<F> got{out, lse, dq, dk, dv};
+      expect_matches(got, ref, tol);
+    };
+    check(0.0, kTolDouble);
+    check(0.0f, kTolFloat);
+  }
+}
+
+// Restores automatic ISA selection when a test that capped it ends.
+struct IsaCap {
+  int level;
+  explicit IsaCap(int l) : level(attention_set_isa_level(l)) {}
+  ~IsaCap() { attention_set_isa_level(0); }
+};
+
+// Every code path this CPU can run (AVX-512, AVX2, baseline) agrees with the reference.
+TEST(AttentionKernels, EveryIsaLevel) {
+  for (int want : {4, 3, 1}) {
+    const IsaCap cap(want);
+    if (cap.level != want) continue;  // CPU lacks this level
+    SCOPED_TRACE(::testing::Message() << "isa level " << want);
+    for (int64_t Dh : {17, 64}) {
+      const Problem p = make_problem(2, 4, 2, 100, Dh, true, Layout::BTHD, 11 + unsigned(Dh));
+      const Result ref = reference(p);
+      expect_matches(run_kernels<double>(p), ref, kTolDouble);
+      expect_matches(run_kernels<float>(p), ref, kTolFloat);
+    }
+  }
+}
+
+template <typename T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+template <typename T>
+void expect_thread_independent(const Problem& p) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const Outputs<T> one = run_kernels<T>(p);
+  omp_set_num_threads(2);
+  const Outputs<T> two = run_kernels<T>(p);
+  omp_set_num_threads(3);
+  const Outputs<T> three = run_kernels<T>(p);
+  omp_set_num_threads(saved);
+  for (const Outputs<T>* r : {&two, &three}) {
+    EXPECT_TRUE(same_bits(one.out, r->out)) << "out";
+    EXPECT_TRUE(same_bits(one.lse, r->lse)) << "lse";
+    EXPECT_TRUE(same_bits(one.dq, r->dq)) << "dq";
+    EXPECT_TRUE(same_bits(one.dk, r->dk)) << "dk";
+    EXPECT_TRUE(same_bits(one.dv, r->dv)) << "dv";
+  }
+}
+
+// Bit-identical results with 1, 2 and 3 threads.
+TEST(AttentionKernels, ThreadCountIndependent) {
+  for (bool causal : {false, true}) {
+    const Problem p = make_problem(2, 4, 2, 257, 64, causal, Layout::BHTD, 21);
+    SCOPED_TRACE(describe(p, Layout::BHTD));
+    expect_thread_independent<float>(p);
+    expect_thread_independent<double>(p);
+  }
+  const Problem p = make_problem(1, 4, 1, 100, 17, true, Layout::BTHD, 22);
+  expect_thread_independent<float>(p);
+}
+
+// Central finite differences of loss = sum(out ⊙ W) against the backward (dout = W), in double.
+void check_finite_differences(const Problem& p0, int max_per_tensor) {
+  Problem p = p0;
+  const double eps = 1e-5;
+  auto loss = [&]() {
+    const Outputs<double> r = run_kernels<double>(p, /*backward=*/false);
+    double l = 0;
+    for (size_t i = 0; i < r.out.size(); ++i) l += r.out[i] * p.dout[i];
+    return l;
+  };
+  const Outputs<double> an = run_kernels<double>(p);
+  struct Target {
+    std::vector<double>* x;
+    const std::vector<double>* g;
+    const char* name;
+  };
+  for (const Target& tg : {Target{&p.q, &an.dq, "q"}, Target{&p.k, &an.dk, "k"}, Target{&p.v, &an.dv, "v"}}) {
+    double gmax = 0;
+    for (double g : *tg.g) gmax = std::max(gmax, std::abs(g));
+    const size_t n = tg.x->size(), step = std::max<size_t>(1, n / size_t(max_per_tensor));
+    for (size_t i = 0; i < n; i += step) {
+      const double x0 = (*tg.x)[i];
+      (*tg.x)[i] = x0 + eps;
+      const double lp = loss();
+      (*tg.x)[i] = x0 - eps;
+      const double lm = loss();
+      (*tg.x)[i] = x0;
+      const double fd = (lp - lm) / (2 * eps);
+      EXPECT_NEAR((*tg.g)[i], fd, 1e-7 * std::max(1.0, gmax)) << "d" << tg.name << "[" << i << "]";
+    }
+  }
+}
+
+TEST(AttentionKernels, FiniteDifferenceGradients) {
+  // Every entry of a tiny grouped-query problem (dk, dv sum over the 2 q heads of the kv head).
+  check_finite_differences(make_problem(1, 2, 1, 5, 3, false, Layout::BHTD, 31), 1000);
+  check_finite_differences(make_problem(1, 2, 1, 5, 3, true, Layout::BTHD, 32), 1000);
+  // Sampled entries of a causal problem spanning two key blocks.
+  check_finite_differences(make_problem(1, 2, 1, 67, 5, true, Layout::BHTD, 33), 60);
+}
+
+}  // namespace
+}  // namespace uoe::cpu

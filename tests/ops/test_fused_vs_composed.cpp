@@ -1,0 +1,121 @@
+// Fused ops equal the same math composed of primitive ops, in the forward output and in every gradient (float64).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "gradcheck.h"
+#include "ops/ops.h"
+
+namespace uoe {
+namespace {
+
+using testing::random_double;
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+// Runs fused and composed on the same fresh leaves; compares outputs and all input gradients.
+void expect_same(const std::vector<Shape>& shapes, const Fn& fused, const Fn& composed, double tol = 1e-10) {
+  auto make = [&] {
+    std::vector<Tensor> xs;
+    for (size_t i = 0; i < shapes.size(); ++i) xs.push_back(random_double(shapes[i], 100 + i).requires_grad_());
+    return xs;
+  };
+  std::vector<Tensor> a = make(), b = make();
+  const Tensor ya = fused(a), yb = composed(b);
+  ASSERT_EQ(ya.shape(), yb.shape());
+  const Tensor w = random_double(ya.shape(), 7);
+  ops::sum(ya * w).backward();
+  ops::sum(yb * w).backward();
+  auto max_diff = [](const Tensor& x, const Tensor& y) {
+    const auto u = x.to_vector<double>(), v = y.to_vector<double>();
+    double m = 0;
+    for (size_t i = 0; i < u.size(); ++i) m = std::max(m, std::fabs(u[i] - v[i]));
+    return m;
+  };
+  EXPECT_LT(max_diff(ya, yb), tol) << "forward";
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_LT(max_diff(a[i].grad(), b[i].grad()), tol) << "gradient of input " << i;
+}
+
+Tensor causal_mask_bias(int64_t T, const Tensor& like) {
+  std::vector<double> m(size_t(T * T));
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = 0; j < T; ++j) m[size_t(i * T + j)] = j <= i ? 0.0 : -1e30;
+  return from_vector(m, {T, T}, TensorOptions{}.with_dtype(like.dtype()));
+}
+
+TEST(FusedVsComposed, CausalAttention) {
+  for (int64_t T : {1, 7, 70}) {
+    expect_same(
+        {{2, 3, T, 8}, {2, 3, T, 8}, {2, 3, T, 8}},
+        [](const auto& x) { return ops::scaled_dot_product_attention(x[0], x[1], x[2], true); },
+        [T](const auto& x) {
+          const Tensor s = ops::matmul(x[0], x[1].mT()) / std::sqrt(8.0) + causal_mask_bias(T, x[0]);  // [B,H,T,T]
+          return ops::matmul(ops::softmax(s, -1), x[2]);
+        });
+  }
+}
+
+TEST(FusedVsComposed, GroupedQueryAttention) {
+  expect_same(
+      {{1, 4, 9, 4}, {1, 2, 9, 4}, {1, 2, 9, 4}},
+      [](const auto& x) { return ops::scaled_dot_product_attention(x[0], x[1], x[2], false); },
+      [](const auto& x) {
+        // each kv head serves two consecutive q heads
+        const Tensor k = x[1].unsqueeze(2).expand({1, 2, 2, 9, 4}).reshape({1, 4, 9, 4});
+        const Tensor v = x[2].unsqueeze(2).expand({1, 2, 2, 9, 4}).reshape({1, 4, 9, 4});
+        return ops::matmul(ops::softmax(ops::matmul(x[0], k.mT()) * 0.5, -1), v);
+      });
+}
+
+TEST(FusedVsComposed, CrossEntropy) {
+  const Tensor targets = from_vector<int64_t>({4, -100, 0, 2, 9, 1}, {6}, TensorOptions{}.with_dtype(DType::Int64));
+  expect_same(
+      {{6, 10}}, [&](const auto& x) { return ops::cross_entropy(x[0], targets); },
+      [&](const auto& x) {
+        const Tensor keep = from_vector<int64_t>({0, 2, 3, 4, 5}, {5}, TensorOptions{}.with_dtype(DType::Int64));
+        const Tensor lp = ops::index_select(ops::log_softmax(x[0], -1), 0, keep);           // [5, 10]
+        const Tensor t = ops::index_select(targets, 0, keep).unsqueeze(1);                 // [5, 1]
+        return -ops::mean(ops::gather(lp, 1, t));
+      });
+}
+
+TEST(FusedVsComposed, Softmax) {
+  expect_same({{4, 9}}, [](const auto& x) { return ops::softmax(x[0], 1); },
+              [](const auto& x) {
+                const Tensor e = ops::exp(x[0] - ops::max(x[0], 1, true).detach());
+                return e / ops::sum(e, {1}, true);
+              });
+}
+
+TEST(FusedVsComposed, RmsNorm) {
+  expect_same({{5, 16}, {16}}, [](const auto& x) { return ops::rms_norm(x[0], x[1], 1e-6); },
+              [](const auto& x) { return x[0] * ops::rsqrt(ops::mean(x[0] * x[0], {-1}, true) + 1e-6) * x[1]; });
+}
+
+TEST(FusedVsComposed, LayerNorm) {
+  expect_same({{5, 12}, {12}, {12}}, [](const auto& x) { return ops::layer_norm(x[0], x[1], x[2], 1e-5); },
+              [](const auto& x) {
+                const Tensor c = x[0] - ops::mean(x[0], {-1}, true);
+                return c * ops::rsqrt(ops::mean(c * c, {-1}, true) + 1e-5) * x[1] + x[2];
+              });
+}
+
+TEST(FusedVsComposed, Rope) {
+  expect_same({{2, 5, 3, 8}}, [](const auto& x) { return ops::rope(x[0], 100.0, 3); },
+              [](const auto& x) {
+                // angle[t, i] = (t + 3) * 100^(-2i/8); rotate halves
+                std::vector<double> c, s;
+                for (int t = 0; t < 5; ++t)
+                  for (int i = 0; i < 4; ++i) {
+                    const double a = (t + 3) * std::pow(100.0, -2.0 * i / 8);
+                    c.push_back(std::cos(a));
+                    s.push_back(std::sin(a));
+                  }
+                const auto f64 = TensorOptions{}.with_dtype(DType::Float64);
+                const Tensor cs = from_vector(c, {5, 1, 4}, f64), sn = from_vector(s, {5, 1, 4}, f64);
+                const Tensor x1 = x[0].narrow(-1, 0, 4), x2 = x[0].narrow(-1, 4, 4);
+                return ops::cat({x1 * cs - x2 * sn, x1 * sn + x2 * cs}, -1);
+              });
+}
+
+}  // namespace
+}  // namespace uoe
