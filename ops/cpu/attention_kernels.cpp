@@ -45,9 +45,7 @@ struct Simd {
 
   static UOE_ATTN_INLINE void load(V& v, const T* p) { std::memcpy(&v, p, sizeof(V)); }
   static UOE_ATTN_INLINE void store(T* p, const V& v) { std::memcpy(p, &v, sizeof(V)); }
-  static UOE_ATTN_INLINE void iota(V& v, int base) {
-    for (int l = 0; l < W; ++l) v[l] = T(base + l);
-  }
+  static UOE_ATTN_INLINE void iota(V& v, int base) { for (int l = 0; l < W; ++l) v[l] = T(base + l); }
   // x = exp(x) lane-wise. float: exp(x) = 2^n · e^r with n = round(x·log2 e), r = x − n·ln2 (Cody–Waite two-part
   // ln2), e^r by its degree-7 Taylor polynomial on |r| ≤ ln2/2 (truncation < 1e-8, total ≈ 1e-7 relative);
   // x < −87.33 (below FLT_MIN, including −inf) gives 0, NaN propagates. double: std::exp per lane.
@@ -382,16 +380,11 @@ UOE_ATTN_INLINE void bwd_kv_task(const Ctx<T>& c, int64_t task, T* ws) {
   T* dkp = c.dk + b * c.dks.batch + hk * c.dks.head + j0 * c.dks.time;
   T* dvp = c.dv + b * c.dvs.batch + hk * c.dvs.head + j0 * c.dvs.time;
   const T scale = c.scale;
-  for (int j = 0; j < kn; ++j) {  // write dk = scale · dK, dv = dV
-    T* kr = dkp + j * c.dks.time;
-    T* vr = dvp + j * c.dvs.time;
-    const T* ks = dK + j * Dhp;
-    const T* vsrc = dV + j * Dhp;
+  for (int j = 0; j < kn; ++j) {  // write dk = scale · dK, dv = dV (zero if no query sees this key block)
+    T *kr = dkp + j * c.dks.time, *vr = dvp + j * c.dvs.time;
+    const T *ksrc = dK + j * Dhp, *vsrc = dV + j * Dhp;
 #pragma omp simd
-    for (int64_t d = 0; d < Dh; ++d) {
-      kr[d] = first ? T(0) : ks[d] * scale;
-      vr[d] = first ? T(0) : vsrc[d];
-    }
+    for (int64_t d = 0; d < Dh; ++d) kr[d] = first ? T(0) : ksrc[d] * scale, vr[d] = first ? T(0) : vsrc[d];
   }
 }
 
@@ -460,9 +453,8 @@ UOE_ATTN_INLINE void bwd_q_task(const Ctx<T>& c, int64_t task, T* ws) {
   const T scale = c.scale;
   for (int i = 0; i < qn; ++i) {  // dq = scale · dQ
     T* dst = dqp + i * c.dqs.time;
-    const T* src = dQ + i * Dhp;
 #pragma omp simd
-    for (int64_t d = 0; d < Dh; ++d) dst[d] = src[d] * scale;
+    for (int64_t d = 0; d < Dh; ++d) dst[d] = dQ[i * Dhp + d] * scale;
   }
 }
 
@@ -541,7 +533,7 @@ void run_tasks(Kind kind, const Ctx<T>& c, int64_t ntask) {
 
 template <typename T>
 Ctx<T> make_ctx(const AttnShape& s) {
-  UOE_CHECK(s.B >= 0 && s.T >= 0 && s.Dh > 0 && s.H > 0 && s.Hkv > 0, "attention: bad shape B=", s.B, " H=", s.H,
+  UOE_CHECK(s.B >= 0 && s.T >= 0 && s.Dh >= 0 && s.H > 0 && s.Hkv > 0, "attention: bad shape B=", s.B, " H=", s.H,
             " Hkv=", s.Hkv, " T=", s.T, " Dh=", s.Dh);
   UOE_CHECK(s.H % s.Hkv == 0, "attention: H=", s.H, " is not a multiple of Hkv=", s.Hkv);
   UOE_CHECK(s.Dh <= (int64_t(1) << 20), "attention: head dim ", s.Dh, " too large");
@@ -564,6 +556,10 @@ void attention_forward(const AttnShape& s, const T* q, AttnStrides qs, const T* 
                        AttnStrides vs, T* out, AttnStrides os, T* lse) {
   Ctx<T> c = make_ctx<T>(s);
   if (s.B == 0 || s.T == 0) return;
+  if (s.Dh == 0) {  // empty head dim: all scores are 0, lse = log(number of visible keys)
+    for (int64_t r = 0; r < s.B * s.H * s.T; ++r) lse[r] = std::log(T(s.causal ? r % s.T + 1 : s.T));
+    return;
+  }
   c.q = q, c.k = k, c.v = v, c.qs = qs, c.ks = ks, c.vs = vs, c.out = out, c.os = os, c.lse_out = lse;
   run_tasks(Kind::fwd, c, c.B * c.H * c.nqb);
 }
@@ -573,7 +569,7 @@ void attention_backward(const AttnShape& s, const T* q, AttnStrides qs, const T*
                         AttnStrides vs, const T* out, AttnStrides os, const T* lse, const T* dout, AttnStrides dos,
                         T* dq, AttnStrides dqs, T* dk, AttnStrides dks, T* dv, AttnStrides dvs) {
   Ctx<T> c = make_ctx<T>(s);
-  if (s.B == 0 || s.T == 0) return;
+  if (s.B == 0 || s.T == 0 || s.Dh == 0) return;  // nothing to write
   c.q = q, c.k = k, c.v = v, c.lse_in = lse, c.dout = dout;
   c.qs = qs, c.ks = ks, c.vs = vs, c.os = os, c.dos = dos, c.dqs = dqs, c.dks = dks, c.dvs = dvs;
   c.dq = dq, c.dk = dk, c.dv = dv;

@@ -58,8 +58,10 @@ void copy_cast(const Tensor& dst, const Tensor& src) {
 void fill(const Tensor& dst, double value) {
   dispatch_all(dst.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T v = cast_value<T, double>(value);
-    unary_loop<T, T>(dst, dst, [v](T) { return v; });
+    // A 0-dim source broadcast over dst: the loop never reads dst's (uninitialised) contents.
+    const Tensor src = empty({}, TensorOptions{}.with_dtype(dst.dtype()));
+    *src.data_ptr<T>() = cast_value<T, double>(value);
+    unary_loop<T, T>(dst, src, [](T v) { return v; });
   });
 }
 

@@ -15,7 +15,12 @@
 
 // Per-row / per-chunk bodies are compiled three times and the best one is picked at load time (ifunc).
 // They contain no OpenMP parallel regions; the drivers below split rows across threads and call them.
+// (GCC on x86-64 Linux only: clang rejects target_clones on templates, other targets lack these arches.)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 #define UOE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define UOE_CLONES
+#endif
 #define UOE_ALWAYS_INLINE inline __attribute__((always_inline))
 
 namespace uoe::cpu {
@@ -41,6 +46,16 @@ void parallel_rows(int64_t rows, int64_t n, F&& f) {
   }
 }
 
+// Software prefetch (into L2) of up to the first kPrefetchBytes of the next row, issued before the compute-heavy
+// passes over the current (L1-resident) row, so that DRAM traffic overlaps the exp work instead of alternating
+// with it. Longer rows are left to the hardware prefetcher.
+constexpr int64_t kPrefetchBytes = 16384;
+UOE_ALWAYS_INLINE void prefetch_row(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  const int64_t e = bytes < kPrefetchBytes ? bytes : kPrefetchBytes;
+  for (int64_t o = 0; o < e; o += 64) __builtin_prefetch(c + o, 0, 2);
+}
+
 // ---- vectorised row reductions (inlined into the clones) --------------------------------------------------
 // max_j x[j]                                                                  x: [n]
 template <class T>
@@ -55,7 +70,7 @@ template <class T>
 UOE_ALWAYS_INLINE T row_sum_exp(const T* x, T m, int64_t n) {
   T s = 0;
 #pragma omp simd reduction(+ : s)
-  for (int64_t j = 0; j < n; ++j) s += vm::exp(x[j] - m);
+  for (int64_t j = 0; j < n; ++j) s += vm::exp_ftz(x[j] - m);
   return s;
 }
 // sum_j a[j] * b[j]                                                           a, b: [n]
@@ -86,10 +101,11 @@ UOE_CLONES void softmax_fwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, 
     const T* xr = x + r * n;
     T* yr = y + r * n;
     const T m = row_max(xr, n);
+    if (r + 1 < r1) prefetch_row(xr + n, n * int64_t(sizeof(T)));
     T s = 0;
 #pragma omp simd reduction(+ : s)
     for (int64_t j = 0; j < n; ++j) {
-      const T e = vm::exp(xr[j] - m);
+      const T e = vm::exp_ftz(xr[j] - m);
       yr[j] = e;
       s += e;
     }
@@ -114,6 +130,7 @@ UOE_CLONES void log_softmax_fwd_rows(int64_t r0, int64_t r1, int64_t n, const T*
     const T* xr = x + r * n;
     T* yr = y + r * n;
     const T m = row_max(xr, n);
+    if (r + 1 < r1) prefetch_row(xr + n, n * int64_t(sizeof(T)));
     const T log_s = vm::log(row_sum_exp(xr, m, n));
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - m) - log_s;
@@ -126,7 +143,7 @@ UOE_CLONES void log_softmax_bwd_rows(int64_t r0, int64_t r1, int64_t n, const T*
     T* dxr = dx + r * n;
     const T sdy = row_sum(dyr, n);
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) dxr[j] = dyr[j] - vm::exp(yr[j]) * sdy;
+    for (int64_t j = 0; j < n; ++j) dxr[j] = dyr[j] - vm::exp_ftz(yr[j]) * sdy;
   }
 }
 
@@ -138,6 +155,7 @@ UOE_CLONES void rms_fwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, cons
     const T* xr = x + r * n;
     T* yr = y + r * n;
     const T rs = inv_sqrt(row_dot(xr, xr, n) / T(n) + eps);
+    if (r + 1 < r1) prefetch_row(xr + n, n * int64_t(sizeof(T)));
     if (rstd) rstd[r] = rs;
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] * rs) * w[j];
@@ -243,6 +261,7 @@ UOE_CLONES void ce_fwd_rows(int64_t r0, int64_t r1, int64_t v, const T* logits, 
   for (int64_t r = r0; r < r1; ++r) {
     const T* xr = logits + r * v;
     const T m = row_max(xr, v);
+    if (r + 1 < r1) prefetch_row(xr + v, v * int64_t(sizeof(T)));
     const T l = m + vm::log(row_sum_exp(xr, m, v));
     lse[r] = l;
     const int64_t t = targets[r];
@@ -262,7 +281,7 @@ UOE_CLONES void ce_bwd_rows(int64_t r0, int64_t r1, int64_t v, const T* logits, 
     }
     const T l = lse[r], g = scale[r];
 #pragma omp simd
-    for (int64_t j = 0; j < v; ++j) dr[j] = vm::exp(xr[j] - l) * g;
+    for (int64_t j = 0; j < v; ++j) dr[j] = vm::exp_ftz(xr[j] - l) * g;
     dr[t] -= g;
   }
 }
@@ -378,16 +397,17 @@ void cross_entropy_forward(int64_t rows, int64_t vocab, const T* logits, const i
                            int64_t ignore_index, T* loss_per_row, T* lse) {
   if (rows <= 0) return;
   check_targets("cross_entropy_forward", rows, vocab, targets, ignore_index);
-  const int64_t v = std::max<int64_t>(vocab, 0);
-  parallel_rows(rows, v, [&](int64_t b, int64_t e) {
-    ce_fwd_rows<T>(b, e, v, logits, targets, ignore_index, loss_per_row, lse);
+  if (vocab <= 0) return;
+  parallel_rows(rows, vocab, [&](int64_t b, int64_t e) {
+    ce_fwd_rows<T>(b, e, vocab, logits, targets, ignore_index, loss_per_row, lse);
   });
 }
 template <class T>
 void cross_entropy_backward(int64_t rows, int64_t vocab, const T* logits, const int64_t* targets,
                             int64_t ignore_index, const T* lse, const T* grad_scale_per_row, T* dlogits) {
-  if (rows <= 0 || vocab <= 0) return;
+  if (rows <= 0) return;
   check_targets("cross_entropy_backward", rows, vocab, targets, ignore_index);
+  if (vocab <= 0) return;
   parallel_rows(rows, vocab, [&](int64_t b, int64_t e) {
     ce_bwd_rows<T>(b, e, vocab, logits, targets, ignore_index, lse, grad_scale_per_row, dlogits);
   });

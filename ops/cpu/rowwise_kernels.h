@@ -1,4 +1,4 @@
-// uoe::cpu row-wise kernels (softmax, log_softmax, rms_norm, layer_norm, cross_entropy), forward and backward, for float and double.
+// uoe::cpu row-wise kernels (softmax, log_softmax, rms_norm, layer_norm, cross_entropy), forward + backward.
 #pragma once
 
 #include <cstdint>
@@ -6,10 +6,13 @@
 // Conventions shared by every kernel below:
 //  * x, y, dy, dx, logits, dlogits are contiguous row-major [rows, n] (n = vocab for cross entropy);
 //    per-row statistics (rstd, mean, lse, loss_per_row, grad_scale_per_row) are [rows]; weight, bias,
-//    dweight, dbias are [n]. Outputs are overwritten, never accumulated into. rows == 0 or n == 0 is a no-op.
-//  * Output buffers must not alias inputs, except that dx may alias dy (each row is read before written).
+//    dweight, dbias are [n]. Outputs are overwritten, never accumulated into. rows == 0 or n == 0: nothing is
+//    written (cross entropy still checks the targets).
 //  * Instantiated for T = float and T = double only. The float paths use uoe::cpu::vm math and are
-//    vectorised (AVX-512 / AVX2 / SSE2 picked at run time through target_clones).
+//    vectorised (AVX-512 / AVX2 / SSE2 picked at run time through target_clones). Float softmax / log_softmax /
+//    cross-entropy use vm::exp_ftz: a probability below FLT_MIN (~1.2e-38) is returned as 0, not as a denormal.
+//  * An output may be the very same pointer as an input of the same shape (in place: y == x, dx == dy,
+//    dlogits == logits); partially overlapping buffers are not allowed.
 //  * Threads: OpenMP over rows. Results are bit-identical whatever the thread count: a row is always computed
 //    by the same code in the same order, and the norm weight/bias gradients are summed over fixed row chunks
 //    (chunk size depends only on `rows`) whose partials are reduced in chunk order.

@@ -291,6 +291,22 @@ TEST(AttentionKernels, PackedQkvViews) {
   }
 }
 
+// Degenerate sizes: nothing to compute (B = 0, T = 0) or an empty head dim (lse = log of the visible key count).
+TEST(AttentionKernels, EmptyShapes) {
+  const AttnStrides z{0, 0, 0};
+  float lse[6] = {-1, -1, -1, -1, -1, -1};
+  attention_forward<float>(AttnShape{0, 2, 1, 3, 4, 0.5, true}, nullptr, z, nullptr, z, nullptr, z, nullptr, z, lse);
+  attention_forward<float>(AttnShape{1, 2, 1, 0, 4, 0.5, true}, nullptr, z, nullptr, z, nullptr, z, nullptr, z, lse);
+  EXPECT_EQ(lse[0], -1.0f);
+  attention_forward<float>(AttnShape{1, 2, 1, 3, 0, 0.5, true}, nullptr, z, nullptr, z, nullptr, z, nullptr, z, lse);
+  for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(lse[i], std::log(float(i % 3 + 1))) << i;
+  attention_backward<float>(AttnShape{1, 2, 1, 3, 0, 0.5, true}, nullptr, z, nullptr, z, nullptr, z, nullptr, z, lse,
+                            nullptr, z, nullptr, z, nullptr, z, nullptr, z);
+  EXPECT_THROW(attention_forward<float>(AttnShape{1, 3, 2, 3, 4, 0.5, true}, nullptr, z, nullptr, z, nullptr, z,
+                                        nullptr, z, lse),
+               std::exception);
+}
+
 // Restores automatic ISA selection when a test that capped it ends.
 struct IsaCap {
   int level;
