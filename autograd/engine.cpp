@@ -82,9 +82,6 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       Tensor r = hook(grad);
       if (r.defined()) grad = r;
     }
-    UOE_CHECK(!node->released(), "[backward] ", node->name(),
-              ": trying to run backward through the graph a second time (its saved tensors are "
-              "freed); pass retain_graph=true to the first backward");
     std::vector<Tensor> in_grads = node->apply(grad);
     if (!retain_graph) node->release_saved();
     UOE_CHECK(in_grads.empty() || in_grads.size() == node->next.size(), "[backward] ", node->name(),

@@ -36,6 +36,7 @@ Tensor Node::saved(size_t i) const {
 }
 
 void Node::release_saved() {
+  if (saved_.empty()) return;
   saved_.clear();
   released_ = true;
 }

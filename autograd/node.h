@@ -29,8 +29,8 @@ class Node : public std::enable_shared_from_this<Node> {
   void save(std::initializer_list<Tensor> tensors);
   // The i-th saved tensor; raises if it was modified in place since it was saved.
   Tensor saved(size_t i) const;
+  // Frees the saved tensors; a later backward through this node that needs them raises.
   void release_saved();
-  bool released() const { return released_; }
 
   std::vector<std::shared_ptr<Node>> next;  // per input; null when that input needs no grad
   std::vector<GradHook> pre_hooks;          // run on the incoming grad before apply

@@ -1,0 +1,212 @@
+// Atomic file writes (temporary, fsync, rename), whole-file reads, and atomic directory checkpoints.
+#include "core/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <system_error>
+
+#include "core/error.h"
+
+namespace uoe {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string errno_text(int e) { return std::system_category().message(e); }
+
+std::string parent_dir(const std::string& path) {
+  const fs::path parent = fs::path(path).parent_path();
+  return parent.empty() ? std::string(".") : parent.string();
+}
+
+// fsyncs a file or directory. Directories on file systems that cannot fsync them (EINVAL) are skipped.
+void fsync_path(const std::string& path, bool is_dir, const std::string& context) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (is_dir ? O_DIRECTORY : 0));
+  if (fd < 0) fail("[file] ", context, ": cannot open '", path, "' to fsync it: ", errno_text(errno));
+  int rc;
+  do rc = ::fsync(fd);
+  while (rc != 0 && errno == EINTR);
+  const int e = errno;
+  ::close(fd);
+  if (rc != 0 && !(is_dir && (e == EINVAL || e == EROFS)))
+    fail("[file] ", context, ": fsync of '", path, "' failed: ", errno_text(e));
+}
+
+bool path_exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+void remove_tree(const std::string& path, const std::string& context) {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+  if (ec) fail("[file] ", context, ": cannot remove '", path, "': ", ec.message());
+}
+
+// Best-effort removal while another error is already being reported.
+void remove_tree_quietly(const std::string& path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+}
+
+void rename_or_fail(const std::string& from, const std::string& to, const std::string& context) {
+  if (::rename(from.c_str(), to.c_str()) != 0)
+    fail("[file] ", context, ": cannot rename '", from, "' to '", to, "': ", errno_text(errno));
+}
+
+std::string strip_trailing_slashes(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return dir;
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+  static std::atomic<uint64_t> counter{0};
+  const std::string what = "cannot write '" + path + "'";
+
+  struct stat old_st;
+  const bool keep_mode = ::stat(path.c_str(), &old_st) == 0 && S_ISREG(old_st.st_mode);
+
+  // A fresh temporary next to `path`; O_EXCL never reuses someone else's file. Mode 0666 lets
+  // the umask decide, as for an ordinary new file.
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) fail("[file] ", what, ": cannot create the temporary '", tmp, "': ", errno_text(errno));
+
+  FILE* f = ::fdopen(fd, "wb");
+  const auto abort_write = [&](const char* step, int e) {
+    if (f) std::fclose(f);
+    else if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    fail("[file] ", what, ": ", step, " failed: ", errno_text(e));
+  };
+  if (!f) abort_write("fdopen", errno);
+  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) abort_write("fwrite", errno);
+  if (std::fflush(f) != 0) abort_write("fflush", errno);
+  if (keep_mode && ::fchmod(fd, old_st.st_mode & 07777) != 0) abort_write("fchmod", errno);
+  int rc;
+  do rc = ::fsync(fd);
+  while (rc != 0 && errno == EINTR);
+  if (rc != 0) abort_write("fsync", errno);
+  const int close_rc = std::fclose(f);
+  f = nullptr;
+  fd = -1;
+  if (close_rc != 0) abort_write("fclose", errno);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) abort_write("rename of the temporary over it", errno);
+  fsync_path(parent_dir(path), true, what);
+}
+
+std::string read_file_bytes(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("[file] cannot read '", path, "': ", errno_text(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    fail("[file] cannot read '", path, "': ", errno_text(e));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    fail("[file] cannot read '", path, "': it is a directory");
+  }
+  std::string out;
+  if (S_ISREG(st.st_mode)) out.resize(size_t(st.st_size));
+  size_t n = 0;
+  char chunk[65536];
+  for (;;) {
+    // Fill the pre-sized buffer first; past its end (files that grew, pipes) read in chunks.
+    char* dst = n < out.size() ? &out[n] : chunk;
+    const size_t cap = n < out.size() ? out.size() - n : sizeof chunk;
+    const ssize_t r = ::read(fd, dst, cap);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      const int e = errno;
+      ::close(fd);
+      fail("[file] cannot read '", path, "': ", errno_text(e));
+    }
+    if (r == 0) break;
+    if (dst == chunk) out.append(chunk, size_t(r));
+    n += size_t(r);
+  }
+  ::close(fd);
+  out.resize(n);
+  return out;
+}
+
+void recover_directory(const std::string& dir_in) {
+  const std::string dir = strip_trailing_slashes(dir_in);
+  const std::string old = dir + ".old";
+  if (!path_exists(old)) return;
+  const std::string context = "recovering '" + dir + "'";
+  if (path_exists(dir)) {
+    remove_tree(old, context);  // the new directory was already complete and in place
+  } else {
+    rename_or_fail(old, dir, context);  // the crash came between the two renames
+  }
+  fsync_path(parent_dir(dir), true, context);
+}
+
+void write_directory_atomic(const std::string& dir_in, const std::function<void(const std::string& tmp_dir)>& fill) {
+  const std::string dir = strip_trailing_slashes(dir_in);
+  UOE_CHECK(!dir.empty() && dir != "/", "[file] write_directory_atomic needs a directory path, got '", dir_in, "'");
+  const std::string context = "cannot write directory '" + dir + "'";
+  recover_directory(dir);
+
+  const std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
+  const std::string old = dir + ".old";
+  remove_tree(tmp, context);  // a leftover of an earlier failure of this process id
+  std::error_code ec;
+  fs::create_directory(tmp, ec);
+  if (ec) fail("[file] ", context, ": cannot create the temporary directory '", tmp, "': ", ec.message());
+
+  try {
+    fill(tmp);
+    // Every file and directory inside, then the temporary itself, reach the disk before the rename.
+    for (auto it = fs::recursive_directory_iterator(tmp, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      const fs::file_status st = it->symlink_status(ec);
+      if (ec) break;
+      if (fs::is_regular_file(st)) fsync_path(it->path().string(), false, context);
+      else if (fs::is_directory(st)) fsync_path(it->path().string(), true, context);
+    }
+    if (ec) fail("[file] ", context, ": cannot list '", tmp, "': ", ec.message());
+    fsync_path(tmp, true, context);
+  } catch (...) {
+    remove_tree_quietly(tmp);
+    throw;
+  }
+
+  const bool had_old = path_exists(dir);
+  if (had_old && ::rename(dir.c_str(), old.c_str()) != 0) {
+    const int e = errno;
+    remove_tree_quietly(tmp);
+    fail("[file] ", context, ": cannot rename '", dir, "' to '", old, "': ", errno_text(e));
+  }
+  if (::rename(tmp.c_str(), dir.c_str()) != 0) {
+    const int e = errno;
+    if (had_old) ::rename(old.c_str(), dir.c_str());  // put the previous directory back
+    remove_tree_quietly(tmp);
+    fail("[file] ", context, ": cannot rename '", tmp, "' to '", dir, "': ", errno_text(e));
+  }
+  const std::string parent = parent_dir(dir);
+  fsync_path(parent, true, context);
+  if (had_old) {
+    remove_tree(old, context);
+    fsync_path(parent, true, context);
+  }
+}
+
+}  // namespace uoe

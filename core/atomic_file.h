@@ -1,0 +1,31 @@
+// Crash-safe file and directory writes (temporary + fsync + rename) and whole-file reads.
+#pragma once
+#include <functional>
+#include <string>
+
+namespace uoe {
+
+// Writes `bytes` to `path` atomically: a temporary file in the same directory, fwrite, fflush,
+// fsync, rename over `path`, fsync the directory. On any error the old file stays intact, the
+// temporary is removed, and the error names the path and the errno text. An existing file's
+// permission bits are kept; a new file gets 0666 minus the umask.
+void write_file_atomic(const std::string& path, const std::string& bytes);
+
+// The whole content of a file; the error names the path (missing, a directory, unreadable).
+std::string read_file_bytes(const std::string& path);
+
+// Writes a whole directory atomically. `fill(tmp_dir)` writes the files into a fresh temporary
+// directory next to `dir` (`dir + ".tmp-<pid>"`); then every file and directory in it is
+// fsynced, an existing `dir` is renamed to `dir + ".old"`, the temporary renamed to `dir`, the
+// old one removed, and the parent directory fsynced. If `fill` throws, the temporary is removed,
+// `dir` is untouched, and the exception propagates. If the process dies at any moment, either
+// the previous complete `dir` or the new complete one exists once `recover_directory(dir)` has
+// run (readers call it before reading; this function calls it first too).
+void write_directory_atomic(const std::string& dir, const std::function<void(const std::string& tmp_dir)>& fill);
+
+// Finishes an interrupted write_directory_atomic: a leftover `dir + ".old"` is renamed back to
+// `dir` when `dir` is missing (the crash came between the two renames), and removed when `dir`
+// exists (the crash came after the new directory was in place). No-op otherwise.
+void recover_directory(const std::string& dir);
+
+}  // namespace uoe

@@ -1,0 +1,50 @@
+// safetensors: reading and writing the Hugging Face tensor file format, with full validation.
+//
+// Layout: 8-byte little-endian header length N, N bytes of JSON header
+// {"__metadata__": {"format": "pt", ...}, "<name>": {"dtype": "F32", "shape": [..],
+// "data_offsets": [begin, end]}, ...} padded with spaces to a multiple of 8, then the byte
+// buffer (offsets relative to its start; tensors contiguous row-major little-endian).
+// dtypes: F32 F64 BF16 F16 I32 I64 BOOL.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace uoe::safetensors {
+
+struct Named {
+  std::string name;
+  Tensor tensor;
+};
+
+// The file's bytes. Tensors may be on any device and non-contiguous (each is written as its
+// contiguous CPU copy). Names must be unique, non-empty and not "__metadata__". The header
+// lists tensors in the given order; the buffer holds them sorted by element size (largest
+// first, stable) so every tensor is aligned to its element size, as the reference writer does.
+// "format": "pt" is always in the metadata (a caller's own "format" value wins).
+std::string serialize(const std::vector<Named>& tensors, const std::map<std::string, std::string>& metadata = {});
+// serialize() written with write_file_atomic.
+void save(const std::string& path, const std::vector<Named>& tensors,
+          const std::map<std::string, std::string>& metadata = {});
+
+struct File {
+  std::vector<Named> tensors;  // CPU, contiguous, in header order
+  std::map<std::string, std::string> metadata;
+  std::string source;          // the path (or source name) it was read from, for error messages
+  // The tensor called `name`; the error lists a few of the available names.
+  const Tensor& get(const std::string& name) const;
+  bool contains(const std::string& name) const;
+};
+
+// Reads and validates a file: header length against the file size, the header JSON, dtype
+// strings, shapes (non-negative, numel * itemsize == end - begin), offsets within the buffer,
+// tensors covering the buffer exactly without overlap or gap, unique names, BOOL bytes 0 or 1.
+// Every error names the file and the tensor or field. Tensor data is read straight into the
+// tensors (no second copy of the file in memory).
+File load(const std::string& path);
+// The same checks on bytes held in memory; `source` names them in errors.
+File deserialize(const std::string& bytes, const std::string& source);
+
+}  // namespace uoe::safetensors

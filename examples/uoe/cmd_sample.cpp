@@ -1,0 +1,65 @@
+// uoe sample: autoregressive generation from a checkpoint with temperature and top-k, seeded.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "args.h"
+#include "autograd/grad_mode.h"
+#include "commands.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "nn/checkpoint.h"
+#include "nn/transformer.h"
+#include "ops/ops.h"
+
+namespace uoe::cli {
+
+int cmd_sample(const std::vector<std::string>& argv) {
+  const Args a("sample", argv, {"ckpt", "prompt", "tokens", "temperature", "top-k", "seed", "threads"});
+  set_threads(a.integer("threads", 0));
+  nn::Checkpoint c = nn::load_checkpoint(a.required("ckpt"));
+  nn::LanguageModel model(c.config);
+  model.load_state_dict(c.model);
+  model.eval();
+  const int64_t n = a.integer("tokens", 200), top_k = a.integer("top-k", 0);
+  const double temperature = a.number("temperature", 1.0);
+  UOE_CHECK(temperature >= 0, "--temperature must be >= 0");
+  Generator gen(uint64_t(a.integer("seed", 0)));
+  std::vector<int32_t> ids = c.tokenizer->encode(a.str("prompt", "\n"));
+  UOE_CHECK(!ids.empty(), "--prompt must not be empty");
+  NoGradGuard no_grad;
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t start = ids.size() > size_t(c.config.context) ? ids.size() - size_t(c.config.context) : 0;
+    std::vector<int64_t> window(ids.begin() + long(start), ids.end());
+    const Tensor x = from_vector(window, {1, int64_t(window.size())});
+    const Tensor logits = model.forward(x).select(1, -1).select(0, 0);  // [vocab]
+    std::vector<float> l = logits.to_vector<float>();
+    int32_t next = 0;
+    if (temperature == 0) {
+      next = int32_t(ops::argmax(logits, 0).item<int64_t>());
+    } else {
+      // keep the top-k logits, softmax at the temperature, draw one uniform number
+      if (top_k > 0 && top_k < int64_t(l.size())) {
+        std::vector<float> sorted = l;
+        std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(), std::greater<float>());
+        const float kth = sorted[size_t(top_k - 1)];
+        for (float& v : l) if (v < kth) v = -INFINITY;
+      }
+      const float mx = *std::max_element(l.begin(), l.end());
+      double total = 0;
+      std::vector<double> p(l.size());
+      for (size_t j = 0; j < l.size(); ++j) total += p[j] = std::exp(double(l[j] - mx) / temperature);
+      const double u = rand({1}, {}, &gen).item<float>() * total;
+      double acc = 0;
+      next = int32_t(l.size() - 1);
+      for (size_t j = 0; j < p.size(); ++j)
+        if ((acc += p[j]) > u) { next = int32_t(j); break; }
+    }
+    ids.push_back(next);
+  }
+  std::fputs(c.tokenizer->decode(std::vector<int32_t>(ids.begin(), ids.end())).c_str(), stdout);
+  std::fputs("\n", stdout);
+  return 0;
+}
+
+}  // namespace uoe::cli

@@ -1,0 +1,63 @@
+// uoe train: one command from a text file to a trained, checkpointed model.
+#include <cstdio>
+#include <sys/stat.h>
+
+#include "args.h"
+#include "commands.h"
+#include "core/error.h"
+#include "nn/checkpoint.h"
+#include "nn/trainer.h"
+
+namespace uoe::cli {
+
+int cmd_train(const std::vector<std::string>& argv) {
+  const Args a("train", argv,
+               {"config", "data", "out", "steps", "batch", "seq", "lr", "min-lr", "warmup", "threads", "seed",
+                "eval-every", "eval-batches", "save-every", "grad-accum", "optimizer", "tokenizer", "minutes", "clip",
+                "weight-decay"},
+               {"resume", "quiet"});
+  set_threads(a.integer("threads", 0));
+  nn::ModelConfig config = nn::load_model_config(a.str("config", "tiny-uoe"));
+  nn::TrainOptions o;
+  o.out_dir = a.required("out");
+  o.steps = a.integer("steps", 1000);
+  o.batch = a.integer("batch", 16);
+  o.seq = a.integer("seq", config.context);
+  o.lr = a.number("lr", 1e-3);
+  o.min_lr = a.number("min-lr", -1);
+  o.warmup = a.integer("warmup", -1);
+  o.seed = uint64_t(a.integer("seed", 0));
+  o.eval_every = a.integer("eval-every", 100);
+  o.eval_batches = a.integer("eval-batches", 8);
+  o.save_every = a.integer("save-every", 0);
+  o.grad_accum = a.integer("grad-accum", 1);
+  o.optimizer = a.str("optimizer", "adamw");
+  o.time_limit_s = a.number("minutes", 0) * 60;
+  o.clip = a.number("clip", 1.0);
+  o.weight_decay = a.number("weight-decay", 0.1);
+  o.resume = a.flag("resume");
+  o.progress = !a.flag("quiet");
+  UOE_CHECK(o.steps > 0 && o.batch > 0 && o.seq > 0 && o.grad_accum > 0,
+            "--steps, --batch, --seq and --grad-accum must be positive");
+  ::mkdir(o.out_dir.c_str(), 0755);
+
+  // The tokenizer of a resumed run is the checkpoint's; a new run builds one from --tokenizer.
+  const std::string ckpt = o.out_dir + "/checkpoint";
+  const std::string data = a.required("data");
+  std::unique_ptr<nn::Tokenizer> tok = o.resume && nn::checkpoint_exists(ckpt)
+                                           ? nn::load_checkpoint(ckpt).tokenizer
+                                           : make_tokenizer(a.str("tokenizer", "byte"), data);
+  config.vocab_size = std::max(config.vocab_size, tok->vocab_size());
+  const auto tokens = open_tokens(data, *tok, o.out_dir + "/tokens.bin");
+  const nn::TokenDataset dataset(tokens);
+  std::printf("uoe train: %s (%s FFN), %ld train / %ld val tokens, batch %ld x %ld, %ld steps -> %s\n",
+              config.name.c_str(), nn::ffn_kind_name(config.ffn.kind), long(dataset.train_tokens()),
+              long(dataset.val_tokens()), long(o.batch), long(o.seq), long(o.steps), o.out_dir.c_str());
+  const nn::TrainResult r = nn::train(config, o, dataset, *tok);
+  std::printf("%s at step %ld: val loss %.4f nats/token, %.0f tokens/s; checkpoint in %s\n",
+              r.interrupted ? "stopped by signal" : "done", long(r.steps), r.final_val_loss, r.tokens_per_s,
+              ckpt.c_str());
+  return 0;
+}
+
+}  // namespace uoe::cli

@@ -1,0 +1,39 @@
+// Helpers shared by the subcommands: tokenizers from a spec, token files from text, thread count.
+#include <omp.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "commands.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+
+namespace uoe::cli {
+
+std::shared_ptr<nn::TokenFile> open_tokens(const std::string& data_path, const nn::Tokenizer& tok,
+                                          const std::string& cache_path) {
+  char magic[8] = {};
+  std::ifstream in(data_path, std::ios::binary);
+  UOE_CHECK(in, "cannot open data file '", data_path, "'");
+  in.read(magic, sizeof magic);
+  if (in.gcount() == sizeof magic && std::memcmp(magic, nn::kTokenFileMagic, sizeof magic) == 0)
+    return std::make_shared<nn::TokenFile>(data_path);
+  nn::prepare_tokens(data_path, tok, cache_path);
+  return std::make_shared<nn::TokenFile>(cache_path);
+}
+
+std::unique_ptr<nn::Tokenizer> make_tokenizer(const std::string& spec, const std::string& data_path) {
+  if (spec == "byte") return nn::make_byte_tokenizer();
+  if (spec.rfind("bpe:", 0) == 0) {
+    const int64_t vocab = std::stoll(spec.substr(4));
+    return nn::train_bpe(read_file_bytes(data_path), vocab);
+  }
+  fail("--tokenizer '", spec, "' is not 'byte' or 'bpe:<vocab size>'");
+}
+
+void set_threads(int64_t threads) {
+  UOE_CHECK(threads >= 0, "--threads must be positive");
+  if (threads > 0) omp_set_num_threads(int(threads));
+}
+
+}  // namespace uoe::cli

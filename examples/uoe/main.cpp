@@ -1,0 +1,41 @@
+// uoe: train, evaluate, sample from and inspect Mixture-of-Experts language models.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: uoe <command> [flags]\n"
+    "  train   --config <preset|file.json> --data <text> --out <dir> [--steps N] [--batch B] [--seq T] [--lr X]\n"
+    "          [--threads N] [--seed S] [--resume] [--eval-every N] [--save-every N] [--grad-accum N]\n"
+    "          [--optimizer adamw|sgd] [--tokenizer byte|bpe:V] [--minutes M] [--quiet]\n"
+    "  eval    --ckpt <dir> --data <text> [--batch B] [--seq T] [--max-batches N] [--threads N]\n"
+    "  sample  --ckpt <dir> --prompt \"...\" [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
+    "  info    --config <preset|file.json>\n"
+    "presets: tiny-uoe, tiny-moe, tiny-aoe, tiny-dense\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  const std::vector<std::string> rest(argv + 2, argv + argc);
+  try {
+    if (cmd == "train") return uoe::cli::cmd_train(rest);
+    if (cmd == "eval") return uoe::cli::cmd_eval(rest);
+    if (cmd == "sample") return uoe::cli::cmd_sample(rest);
+    if (cmd == "info") return uoe::cli::cmd_info(rest);
+    std::fprintf(stderr, "uoe: unknown command '%s'\n%s", cmd.c_str(), kUsage);
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "uoe %s: %s\n", cmd.c_str(), e.what());
+    return 1;
+  }
+}

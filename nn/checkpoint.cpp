@@ -1,0 +1,61 @@
+// Checkpoint directories: safetensors for tensors, JSON for configuration and trainer state.
+#include "nn/checkpoint.h"
+
+#include <sys/stat.h>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/safetensors.h"
+
+namespace uoe::nn {
+namespace {
+
+std::vector<safetensors::Named> as_named(const NamedTensors& tensors) {
+  std::vector<safetensors::Named> out;
+  for (const auto& [name, t] : tensors) out.push_back({name, t});
+  return out;
+}
+
+std::map<std::string, Tensor> as_map(const safetensors::File& f) {
+  std::map<std::string, Tensor> out;
+  for (const auto& n : f.tensors) out[n.name] = n.tensor;
+  return out;
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+bool checkpoint_exists(const std::string& dir) {
+  recover_directory(dir);
+  return file_exists(dir + "/model.safetensors");
+}
+
+void save_checkpoint(const std::string& dir, const Module& model, const ModelConfig& config, const Optimizer* opt,
+                     const json::Value& trainer_state, const Tokenizer& tokenizer) {
+  write_directory_atomic(dir, [&](const std::string& tmp) {
+    NamedTensors tensors = model.named_parameters();
+    for (auto& b : model.named_buffers()) tensors.push_back(b);
+    safetensors::save(tmp + "/model.safetensors", as_named(tensors), {{"model", config.name}});
+    if (opt) safetensors::save(tmp + "/optimizer.safetensors", as_named(opt->state()));
+    write_file_atomic(tmp + "/config.json", to_json(config).dump(2) + "\n");
+    write_file_atomic(tmp + "/trainer_state.json", trainer_state.dump(2) + "\n");
+    write_file_atomic(tmp + "/tokenizer.json", tokenizer.to_json().dump() + "\n");
+  });
+}
+
+Checkpoint load_checkpoint(const std::string& dir) {
+  UOE_CHECK(checkpoint_exists(dir), "[checkpoint] no checkpoint in '", dir, "' (missing model.safetensors)");
+  Checkpoint c;
+  c.config = model_config_from_json(json::read_file(dir + "/config.json"), dir + "/config.json");
+  c.model = as_map(safetensors::load(dir + "/model.safetensors"));
+  if (file_exists(dir + "/optimizer.safetensors")) c.optimizer = as_map(safetensors::load(dir + "/optimizer.safetensors"));
+  c.trainer_state = json::read_file(dir + "/trainer_state.json");
+  c.tokenizer = load_tokenizer(dir + "/tokenizer.json");
+  return c;
+}
+
+}  // namespace uoe::nn

@@ -1,0 +1,31 @@
+// Checkpoints: a directory with model.safetensors, optimizer.safetensors, config.json,
+// trainer_state.json and tokenizer.json, written atomically (see docs/CHECKPOINT.md).
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/json.h"
+#include "nn/config.h"
+#include "nn/module.h"
+#include "nn/optim.h"
+#include "nn/tokenizer.h"
+
+namespace uoe::nn {
+
+void save_checkpoint(const std::string& dir, const Module& model, const ModelConfig& config, const Optimizer* opt,
+                     const json::Value& trainer_state, const Tokenizer& tokenizer);
+
+struct Checkpoint {
+  ModelConfig config;
+  std::map<std::string, Tensor> model;
+  std::map<std::string, Tensor> optimizer;  // empty when the checkpoint has none
+  json::Value trainer_state;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+// Reads a checkpoint directory (finishing an interrupted atomic write first); errors name the file.
+Checkpoint load_checkpoint(const std::string& dir);
+bool checkpoint_exists(const std::string& dir);
+
+}  // namespace uoe::nn

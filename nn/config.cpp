@@ -1,0 +1,177 @@
+// Model configuration: JSON round trip with field-naming errors, derived defaults, presets.
+#include "nn/config.h"
+
+#include <cmath>
+#include <set>
+
+#include "core/error.h"
+
+namespace uoe::nn {
+
+const char* ffn_kind_name(FfnKind k) {
+  switch (k) {
+    case FfnKind::Dense: return "dense";
+    case FfnKind::MoE: return "moe";
+    case FfnKind::AoE: return "aoe";
+    case FfnKind::UoE: return "uoe";
+  }
+  return "?";
+}
+
+FfnKind ffn_kind_from_name(const std::string& s) {
+  for (FfnKind k : {FfnKind::Dense, FfnKind::MoE, FfnKind::AoE, FfnKind::UoE})
+    if (s == ffn_kind_name(k)) return k;
+  fail("[config] ffn.kind '", s, "' is not one of dense, moe, aoe, uoe");
+}
+
+json::Value to_json(const ModelConfig& c) {
+  json::Value f = json::Value::object();
+  f["kind"] = ffn_kind_name(c.ffn.kind);
+  f["hidden"] = c.ffn.hidden;
+  f["n_experts"] = c.ffn.n_experts;
+  f["top_k"] = c.ffn.top_k;
+  f["expert_width"] = c.ffn.expert_width;
+  f["shared_width"] = c.ffn.shared_width;
+  f["routing_neurons"] = c.ffn.routing_neurons;
+  f["d_low"] = c.ffn.d_low;
+  f["score"] = c.ffn.score;
+  f["weights"] = c.ffn.weights;
+  f["combine"] = c.ffn.combine;
+  f["routing"] = c.ffn.routing;
+  f["top_p"] = c.ffn.top_p;
+  f["aux_loss"] = c.ffn.aux_loss;
+  f["z_loss"] = c.ffn.z_loss;
+  json::Value v = json::Value::object();
+  v["name"] = c.name;
+  v["vocab_size"] = c.vocab_size;
+  v["d_model"] = c.d_model;
+  v["n_layers"] = c.n_layers;
+  v["n_heads"] = c.n_heads;
+  v["n_kv_heads"] = c.n_kv_heads;
+  v["context"] = c.context;
+  v["rope_base"] = c.rope_base;
+  v["norm_eps"] = c.norm_eps;
+  v["tied_embeddings"] = c.tied_embeddings;
+  v["ffn"] = f;
+  return v;
+}
+
+namespace {
+
+void check_keys(const json::Value& v, const std::set<std::string>& known, const std::string& where) {
+  UOE_CHECK(v.is_object(), "[config] ", where, " must be a JSON object");
+  for (const auto& [key, value] : v.items())
+    UOE_CHECK(known.count(key), "[config] ", where, ": unknown field '", key, "'");
+}
+
+void check_choice(const std::string& value, const std::set<std::string>& allowed, const std::string& field) {
+  if (allowed.count(value)) return;
+  std::string list;
+  for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+  fail("[config] ", field, " is '", value, "', expected one of ", list);
+}
+
+}  // namespace
+
+ModelConfig model_config_from_json(const json::Value& v, const std::string& source) {
+  check_keys(v, {"name", "vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "context", "rope_base",
+                 "norm_eps", "tied_embeddings", "ffn"},
+             source);
+  ModelConfig c;
+  c.name = v.get("name", c.name);
+  c.vocab_size = v.get("vocab_size", c.vocab_size);
+  c.d_model = v.get("d_model", c.d_model);
+  c.n_layers = v.get("n_layers", c.n_layers);
+  c.n_heads = v.get("n_heads", c.n_heads);
+  c.n_kv_heads = v.get("n_kv_heads", c.n_heads);
+  c.context = v.get("context", c.context);
+  c.rope_base = v.get("rope_base", c.rope_base);
+  c.norm_eps = v.get("norm_eps", c.norm_eps);
+  c.tied_embeddings = v.get("tied_embeddings", c.tied_embeddings);
+  if (v.contains("ffn")) {
+    const json::Value& f = v.at("ffn");
+    check_keys(f, {"kind", "hidden", "n_experts", "top_k", "expert_width", "shared_width", "routing_neurons", "d_low",
+                   "score", "weights", "combine", "routing", "top_p", "aux_loss", "z_loss"},
+               source + " ffn");
+    FfnConfig& o = c.ffn;
+    o.kind = ffn_kind_from_name(f.get("kind", std::string(ffn_kind_name(o.kind))));
+    o.hidden = f.get("hidden", o.hidden);
+    o.n_experts = f.get("n_experts", o.n_experts);
+    o.top_k = f.get("top_k", o.top_k);
+    o.expert_width = f.get("expert_width", o.expert_width);
+    o.shared_width = f.get("shared_width", o.shared_width);
+    o.routing_neurons = f.get("routing_neurons", o.routing_neurons);
+    o.d_low = f.get("d_low", o.d_low);
+    o.score = f.get("score", o.score);
+    o.weights = f.get("weights", o.weights);
+    o.combine = f.get("combine", o.combine);
+    o.routing = f.get("routing", o.routing);
+    o.top_p = f.get("top_p", o.top_p);
+    o.aux_loss = f.get("aux_loss", o.aux_loss);
+    o.z_loss = f.get("z_loss", o.z_loss);
+  }
+  check_choice(c.ffn.score, {"swiglu", "gate_silu", "gate"}, "ffn.score");
+  check_choice(c.ffn.weights, {"topk_softmax", "full_softmax"}, "ffn.weights");
+  check_choice(c.ffn.combine, {"vse", "full_expert"}, "ffn.combine");
+  check_choice(c.ffn.routing, {"topk", "topp"}, "ffn.routing");
+  UOE_CHECK(c.vocab_size > 0 && c.d_model > 0 && c.n_layers > 0 && c.context > 0, "[config] ", source,
+            ": vocab_size, d_model, n_layers and context must be positive");
+  UOE_CHECK(c.n_heads > 0 && c.d_model % c.n_heads == 0 && (c.d_model / c.n_heads) % 2 == 0, "[config] ", source,
+            ": d_model ", c.d_model, " must split into n_heads ", c.n_heads, " heads of even width");
+  UOE_CHECK(c.n_kv_heads > 0 && c.n_heads % c.n_kv_heads == 0, "[config] ", source, ": n_heads ", c.n_heads,
+            " must be a multiple of n_kv_heads ", c.n_kv_heads);
+  UOE_CHECK(c.ffn.kind == FfnKind::Dense || (c.ffn.top_k >= 1 && c.ffn.top_k <= c.ffn.n_experts), "[config] ", source,
+            ": ffn.top_k ", c.ffn.top_k, " must be in [1, n_experts = ", c.ffn.n_experts, "]");
+  UOE_CHECK(c.ffn.top_p > 0 && c.ffn.top_p <= 1, "[config] ", source, ": ffn.top_p must be in (0, 1]");
+  resolve_defaults(c);
+  UOE_CHECK(c.ffn.kind != FfnKind::UoE || c.ffn.routing_neurons < c.ffn.expert_width, "[config] ", source,
+            ": ffn.routing_neurons ", c.ffn.routing_neurons, " must be smaller than expert_width ", c.ffn.expert_width);
+  return c;
+}
+
+void resolve_defaults(ModelConfig& c) {
+  FfnConfig& f = c.ffn;
+  if (f.routing_neurons == 0) f.routing_neurons = std::max<int64_t>(1, std::llround(double(f.expert_width) / double(f.n_experts)));
+  if (f.d_low == 0) f.d_low = std::max<int64_t>(1, std::llround(double(c.d_model) / 3.0));
+}
+
+ModelConfig load_model_config(const std::string& preset_or_path) {
+  const std::string& p = preset_or_path;
+  if (p.rfind("tiny-", 0) == 0) {
+    ModelConfig c;
+    c.name = p;
+    c.vocab_size = 256;
+    c.d_model = 256;
+    c.n_layers = 4;
+    c.n_heads = 4;
+    c.n_kv_heads = 4;
+    c.context = 256;
+    FfnConfig& f = c.ffn;
+    f.n_experts = 8;
+    f.top_k = 2;
+    f.expert_width = 512;
+    f.routing_neurons = 64;
+    if (p == "tiny-uoe") {
+      f.kind = FfnKind::UoE;
+    } else if (p == "tiny-moe") {
+      f.kind = FfnKind::MoE;
+      f.shared_width = 512;  // = n * r, the UoE's virtual shared expert
+    } else if (p == "tiny-aoe") {
+      f.kind = FfnKind::AoE;
+      f.d_low = std::llround(double(c.d_model) / 3.0);
+      // parameter parity with a MoE of width D: d_wide = (3 d D - d_low d) / (d_low + 2 d)
+      f.expert_width = std::llround(double(3 * c.d_model * 512 - f.d_low * c.d_model) / double(f.d_low + 2 * c.d_model));
+    } else if (p == "tiny-dense") {
+      f.kind = FfnKind::Dense;
+      // UoE active width: n r + K (D - r) = 8*64 + 2*(512-64)
+      f.hidden = 8 * 64 + 2 * (512 - 64);
+    } else {
+      fail("[config] unknown preset '", p, "': expected tiny-uoe, tiny-moe, tiny-aoe, tiny-dense or a JSON file");
+    }
+    resolve_defaults(c);
+    return c;
+  }
+  return model_config_from_json(json::read_file(p), p);
+}
+
+}  // namespace uoe::nn

@@ -1,0 +1,53 @@
+// Model configuration: the Transformer and the four FFN kinds with every UoE switch (see UOE.md), JSON round trip, presets.
+#pragma once
+#include <string>
+
+#include "core/json.h"
+
+namespace uoe::nn {
+
+enum class FfnKind { Dense, MoE, AoE, UoE };
+
+struct FfnConfig {
+  FfnKind kind = FfnKind::UoE;
+  int64_t hidden = 1024;          // dense: SwiGLU width
+  int64_t n_experts = 8;          // n
+  int64_t top_k = 2;              // K
+  int64_t expert_width = 512;     // D (AoE: computed d_wide when 0)
+  int64_t shared_width = 0;       // MoE: shared expert width (0 = none)
+  int64_t routing_neurons = 0;    // UoE r (0 = round(D / n))
+  int64_t d_low = 0;              // AoE rank of the factorised gate (0 = round(d / 3))
+  std::string score = "swiglu";          // UoE: swiglu | gate_silu | gate
+  std::string weights = "topk_softmax";  // UoE/AoE: topk_softmax | full_softmax
+  std::string combine = "vse";           // UoE: vse | full_expert
+  std::string routing = "topk";          // UoE: topk | topp
+  double top_p = 0.5;                    // UoE routing = topp threshold
+  double aux_loss = 0.0;                 // load-balance loss weight α
+  double z_loss = 0.0;                   // MoE router z-loss weight
+};
+
+struct ModelConfig {
+  std::string name = "custom";
+  int64_t vocab_size = 256;
+  int64_t d_model = 256;
+  int64_t n_layers = 4;
+  int64_t n_heads = 4;
+  int64_t n_kv_heads = 4;
+  int64_t context = 256;
+  double rope_base = 10000.0;
+  double norm_eps = 1e-5;
+  bool tied_embeddings = true;
+  FfnConfig ffn;
+};
+
+const char* ffn_kind_name(FfnKind k);
+FfnKind ffn_kind_from_name(const std::string& s);
+json::Value to_json(const ModelConfig& c);
+// Missing fields keep their defaults; unknown fields and bad values are errors naming the field.
+ModelConfig model_config_from_json(const json::Value& v, const std::string& source);
+// "tiny-uoe", "tiny-moe", "tiny-aoe", "tiny-dense", or a path to a JSON file.
+ModelConfig load_model_config(const std::string& preset_or_path);
+// Resolves the 0 = "derived" fields (r, d_low, AoE width) in place.
+void resolve_defaults(ModelConfig& c);
+
+}  // namespace uoe::nn

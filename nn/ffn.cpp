@@ -1,0 +1,44 @@
+// FFN factory, routing statistics and the dense SwiGLU kind.
+#include "nn/ffn.h"
+
+#include "autograd/grad_mode.h"
+#include "ops/ops.h"
+
+namespace uoe::nn {
+
+std::shared_ptr<Ffn> make_ffn(const ModelConfig& c, double out_std) {
+  switch (c.ffn.kind) {
+    case FfnKind::Dense: return std::make_shared<DenseFfn>(c.d_model, c.ffn.hidden, out_std);
+    case FfnKind::MoE: return std::make_shared<MoeFfn>(c, out_std);
+    case FfnKind::AoE: return std::make_shared<AoeFfn>(c, out_std);
+    case FfnKind::UoE: return std::make_shared<UoeFfn>(c, out_std);
+  }
+  return nullptr;
+}
+
+FfnStats routing_stats(const Tensor& probs, const ops::Route& route, int64_t n_experts) {
+  NoGradGuard no_grad;
+  FfnStats s;
+  std::vector<double> count(size_t(n_experts), 0.0);
+  double total = 0;
+  for (int64_t e : route.indices.to_vector<int64_t>())
+    if (e >= 0) {
+      count[size_t(e)] += 1;
+      total += 1;
+    }
+  for (double& c : count) c = total > 0 ? c / total : 0.0;
+  s.load = from_vector(count, {n_experts}, TensorOptions{}.with_dtype(DType::Float64));
+  s.balance = ops::load_balance_loss(probs.detach(), route.indices).item<double>();
+  return s;
+}
+
+DenseFfn::DenseFfn(int64_t d, int64_t hidden, double out_std) {
+  mlp = register_module("mlp", std::make_shared<SwiGLU>(d, hidden, out_std));
+}
+
+Tensor DenseFfn::forward(const Tensor& x) {
+  stats = {};
+  return mlp->forward(x);
+}
+
+}  // namespace uoe::nn

@@ -1,0 +1,83 @@
+// The four interchangeable FFN kinds (dense, MoE, AoE, UoE) behind one interface.
+#pragma once
+#include <memory>
+
+#include "nn/config.h"
+#include "nn/layers.h"
+#include "ops/moe.h"
+
+namespace uoe::nn {
+
+// What one forward pass of an FFN layer reports besides its output.
+struct FfnStats {
+  Tensor aux_loss;  // scalar added to the training loss (undefined when none)
+  Tensor load;      // [n] fraction of (token, slot) pairs routed to each expert (no grad); undefined for dense
+  double balance = 0;  // Switch balance n Σ f_i P_i: 1.0 means perfectly balanced
+};
+
+class Ffn : public Module {
+ public:
+  virtual Tensor forward(const Tensor& x) = 0;  // x: [T, d] -> [T, d]; updates `stats`
+  FfnStats stats;
+};
+
+std::shared_ptr<Ffn> make_ffn(const ModelConfig& c, double out_std);
+
+// Routers, scores and their softmax run in float32 (float64 stays float64, for gradient checks).
+inline DType router_dtype(DType x) { return x == DType::Float64 ? x : DType::Float32; }
+
+// Routing statistics shared by the expert kinds: load per expert and the balance value.
+FfnStats routing_stats(const Tensor& probs, const ops::Route& route, int64_t n_experts);
+
+class DenseFfn : public Ffn {
+ public:
+  DenseFfn(int64_t d, int64_t hidden, double out_std);
+  Tensor forward(const Tensor& x) override;
+  std::shared_ptr<SwiGLU> mlp;
+};
+
+// Expert weights of n SwiGLU experts: W_gate [n, d_gate, D], W_up [n, d, D], W_down [n, D, d].
+struct ExpertWeights {
+  Tensor gate, up, down;
+};
+
+ExpertWeights make_experts(Module& m, int64_t n, int64_t d_gate, int64_t d, int64_t D, double out_std);
+ops::RouteWeights weights_mode(const std::string& s);  // "topk_softmax" | "full_softmax"
+
+// Linear router (f32), top-K softmax over the selected logits, optional shared expert,
+// Switch load-balance loss and router z-loss, dropless experts.
+class MoeFfn : public Ffn {
+ public:
+  MoeFfn(const ModelConfig& c, double out_std);
+  Tensor forward(const Tensor& x) override;
+  FfnConfig cfg;
+  Tensor router;  // [d, n]
+  ExpertWeights w;
+  std::shared_ptr<SwiGLU> shared;
+};
+
+// Autonomy-of-Experts: factorised gate W_gate[i] = W_down[i] W_up[i] of rank d_low; experts
+// rank themselves by ‖x W_down[i]‖ and the selected ones finish the computation.
+class AoeFfn : public Ffn {
+ public:
+  AoeFfn(const ModelConfig& c, double out_std);
+  Tensor forward(const Tensor& x) override;
+  FfnConfig cfg;
+  Tensor gate_down;  // [d, n * d_low]: all experts' W_down side by side
+  ExpertWeights w;   // w.gate: [n, d_low, D] (the W_up of the factorised gate)
+};
+
+// Union-of-Experts: routing neurons [0, r) of every expert run densely, their activation
+// norms select the experts, their outputs form the virtual shared expert; the selected
+// experts run neurons [r, D). Every switch of UOE.md.
+class UoeFfn : public Ffn {
+ public:
+  UoeFfn(const ModelConfig& c, double out_std);
+  Tensor forward(const Tensor& x) override;
+  FfnConfig cfg;
+  ExpertWeights w;  // [n, d, D], [n, d, D], [n, D, d]
+  // The routing-neuron activations of the last forward, for analysis: H [T, n*r] and scores s [T, n].
+  Tensor last_h, last_scores;
+};
+
+}  // namespace uoe::nn

@@ -1,0 +1,112 @@
+// Module bookkeeping.
+#include "nn/module.h"
+
+#include "autograd/grad_mode.h"
+#include "core/error.h"
+
+namespace uoe::nn {
+namespace {
+
+// Replaces t's data with `src` (same shape) while keeping the handle and its autograd identity.
+void replace_data(const Tensor& t, const Tensor& src) {
+  TensorImpl* impl = t.unsafe_impl();
+  impl->storage = src.storage();
+  impl->shape = src.shape();
+  impl->strides = src.strides();
+  impl->offset = src.offset();
+  impl->dtype = src.dtype();
+  impl->autograd.grad.reset();
+}
+
+}  // namespace
+
+Tensor Module::register_parameter(const std::string& name, Tensor t) {
+  Tensor p = t.detach();
+  p.requires_grad_(true);
+  params_.emplace_back(name, p);
+  return p;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor t) {
+  buffers_.emplace_back(name, t.detach());
+  return buffers_.back().second;
+}
+
+void Module::collect(const std::string& prefix, NamedTensors& out, bool buffers) const {
+  for (const auto& [name, t] : buffers ? buffers_ : params_) out.emplace_back(prefix + name, t);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out, buffers);
+}
+
+NamedTensors Module::named_parameters() const {
+  NamedTensors out;
+  collect("", out, false);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+NamedTensors Module::named_buffers() const {
+  NamedTensors out;
+  collect("", out, true);
+  return out;
+}
+
+std::map<std::string, Tensor> Module::state_dict() const {
+  std::map<std::string, Tensor> out;
+  for (auto& [name, t] : named_parameters()) out[name] = t;
+  for (auto& [name, t] : named_buffers()) out[name] = t;
+  return out;
+}
+
+void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
+  const auto mine = state_dict();
+  if (strict)
+    for (const auto& [name, t] : state)
+      UOE_CHECK(mine.count(name), "[load_state_dict] unexpected tensor '", name, "' (shape ", shape_str(t.shape()),
+                ") that the model does not have");
+  NoGradGuard no_grad;
+  for (const auto& [name, t] : mine) {
+    auto it = state.find(name);
+    if (it == state.end()) {
+      UOE_CHECK(!strict, "[load_state_dict] missing tensor '", name, "' of shape ", shape_str(t.shape()));
+      continue;
+    }
+    UOE_CHECK(it->second.shape() == t.shape(), "[load_state_dict] tensor '", name, "' has shape ",
+              shape_str(it->second.shape()), " but the model expects ", shape_str(t.shape()));
+    Tensor(t).copy_(it->second);
+  }
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (auto& [name, t] : named_parameters()) n += t.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::to(Device device) {
+  NoGradGuard no_grad;
+  for (auto* list : {&params_, &buffers_})
+    for (auto& [name, t] : *list) replace_data(t, t.to(device));
+  for (auto& [name, child] : children_) child->to(device);
+}
+
+void Module::to(DType dtype) {
+  NoGradGuard no_grad;
+  for (auto& [name, t] : params_) replace_data(t, t.to(dtype));
+  for (auto& [name, child] : children_) child->to(dtype);
+}
+
+void Module::zero_grad() {
+  for (auto& [name, t] : named_parameters()) Tensor(t).set_grad(Tensor());
+}
+
+}  // namespace uoe::nn

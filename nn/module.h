@@ -1,0 +1,53 @@
+// Module: named parameters, buffers and submodules with stable dotted names; train/eval; state dicts; device moves.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace uoe::nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Module {
+ public:
+  virtual ~Module() = default;
+
+  // Depth-first, in registration order: "blocks.0.attn.wq.weight", ...
+  NamedTensors named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  NamedTensors named_buffers() const;
+  // Parameters and buffers by dotted name.
+  std::map<std::string, Tensor> state_dict() const;
+  // Copies values into the module's tensors; shapes must match; strict: the key sets must match.
+  void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
+  int64_t num_parameters() const;
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  // Moves (or casts) every parameter and buffer in place: handles held by layers stay valid.
+  void to(Device device);
+  void to(DType dtype);
+  void zero_grad();
+
+  // Registers `t` (made a leaf that requires grad) under `name` and returns the handle to keep.
+  Tensor register_parameter(const std::string& name, Tensor t);
+  Tensor register_buffer(const std::string& name, Tensor t);
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    children_.emplace_back(name, m);
+    return m;
+  }
+
+ private:
+  void collect(const std::string& prefix, NamedTensors& out, bool buffers) const;
+  NamedTensors params_, buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+}  // namespace uoe::nn

@@ -1,0 +1,136 @@
+// Optimisers, schedule and clipping. Updates run in the fused CPU kernels of ops/cpu/optimizer_kernels.
+#include "nn/optim.h"
+
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "core/error.h"
+#include "ops/cpu/optimizer_kernels.h"
+#include "ops/ops.h"
+
+namespace uoe::nn {
+namespace {
+
+const Tensor& state_at(const std::map<std::string, Tensor>& state, const std::string& key, const Tensor& like) {
+  auto it = state.find(key);
+  UOE_CHECK(it != state.end(), "[optimizer] state is missing '", key, "'");
+  UOE_CHECK(it->second.shape() == like.shape(), "[optimizer] state '", key, "' has shape ", shape_str(it->second.shape()),
+            " but the parameter is ", shape_str(like.shape()));
+  return it->second;
+}
+
+int64_t load_step(const std::map<std::string, Tensor>& state) {
+  auto it = state.find("step");
+  UOE_CHECK(it != state.end(), "[optimizer] state is missing 'step'");
+  return it->second.item<int64_t>();
+}
+
+void check_update(const Tensor& p, const Tensor& g, const std::string& name) {
+  UOE_CHECK(p.dtype() == DType::Float32 && p.is_cpu() && p.is_contiguous(), "[optimizer] parameter '", name,
+            "' must be a contiguous float32 CPU tensor, got ", dtype_name(p.dtype()), shape_str(p.shape()));
+  UOE_CHECK(g.shape() == p.shape(), "[optimizer] gradient of '", name, "' has shape ", shape_str(g.shape()));
+}
+
+}  // namespace
+
+bool decays_by_default(const std::string& name, const Tensor& p) {
+  return p.dim() >= 2 && name.find("embed") == std::string::npos;
+}
+
+AdamW::AdamW(const NamedTensors& params, AdamWOptions opt) : opt_(opt) {
+  for (const auto& [name, p] : params) slots_.push_back({name, p, zeros_like(p), zeros_like(p), decays_by_default(name, p)});
+}
+
+void AdamW::step(double lr) {
+  ++steps_;
+  const float bc1 = float(1.0 - std::pow(opt_.beta1, double(steps_)));
+  const float bc2 = float(1.0 - std::pow(opt_.beta2, double(steps_)));
+  for (Slot& s : slots_) {
+    const Tensor g = s.param.grad();
+    if (!g.defined()) continue;
+    check_update(s.param, g, s.name);
+    const Tensor gc = g.contiguous();
+    const cpu::AdamWStep st{float(lr), float(opt_.beta1), float(opt_.beta2), float(opt_.eps),
+                            s.decay ? float(opt_.weight_decay) : 0.0f, bc1, bc2};
+    cpu::adamw_update(s.param.data_ptr<float>(), gc.data_ptr<float>(), s.m.data_ptr<float>(), s.v.data_ptr<float>(),
+                      s.param.numel(), st);
+    s.param.bump_version();
+  }
+}
+
+NamedTensors AdamW::state() const {
+  NamedTensors out;
+  for (const Slot& s : slots_) {
+    out.emplace_back(s.name + ".exp_avg", s.m);
+    out.emplace_back(s.name + ".exp_avg_sq", s.v);
+  }
+  out.emplace_back("step", scalar_tensor(double(steps_), TensorOptions{}.with_dtype(DType::Int64)));
+  return out;
+}
+
+void AdamW::load_state(const std::map<std::string, Tensor>& state) {
+  NoGradGuard no_grad;
+  for (Slot& s : slots_) {
+    s.m.copy_(state_at(state, s.name + ".exp_avg", s.m));
+    s.v.copy_(state_at(state, s.name + ".exp_avg_sq", s.v));
+  }
+  steps_ = load_step(state);
+}
+
+SGD::SGD(const NamedTensors& params, double momentum, double weight_decay)
+    : momentum_(momentum), weight_decay_(weight_decay) {
+  for (const auto& [name, p] : params) slots_.push_back({name, p, zeros_like(p), decays_by_default(name, p)});
+}
+
+void SGD::step(double lr) {
+  ++steps_;
+  for (Slot& s : slots_) {
+    const Tensor g = s.param.grad();
+    if (!g.defined()) continue;
+    check_update(s.param, g, s.name);
+    const Tensor gc = g.contiguous();
+    cpu::sgd_update(s.param.data_ptr<float>(), gc.data_ptr<float>(), s.velocity.data_ptr<float>(), s.param.numel(),
+                    float(lr), float(momentum_), s.decay ? float(weight_decay_) : 0.0f);
+    s.param.bump_version();
+  }
+}
+
+NamedTensors SGD::state() const {
+  NamedTensors out;
+  for (const Slot& s : slots_) out.emplace_back(s.name + ".momentum", s.velocity);
+  out.emplace_back("step", scalar_tensor(double(steps_), TensorOptions{}.with_dtype(DType::Int64)));
+  return out;
+}
+
+void SGD::load_state(const std::map<std::string, Tensor>& state) {
+  NoGradGuard no_grad;
+  for (Slot& s : slots_) s.velocity.copy_(state_at(state, s.name + ".momentum", s.velocity));
+  steps_ = load_step(state);
+}
+
+double warmup_cosine_lr(int64_t step, int64_t warmup, int64_t total, double max_lr, double min_lr) {
+  if (warmup > 0 && step < warmup) return max_lr * double(step + 1) / double(warmup);
+  if (total <= warmup) return max_lr;
+  const double progress = std::min(1.0, double(step - warmup) / double(total - warmup));
+  return min_lr + 0.5 * (max_lr - min_lr) * (1.0 + std::cos(M_PI * progress));
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  NoGradGuard no_grad;
+  double sumsq = 0;
+  for (const Tensor& p : params) {
+    const Tensor g = p.grad();
+    if (g.defined()) sumsq += ops::sum(g.to(DType::Float64) * g.to(DType::Float64)).item<double>();
+  }
+  const double norm = std::sqrt(sumsq);
+  if (max_norm > 0 && norm > max_norm) {
+    const double scale = max_norm / (norm + 1e-6);
+    for (const Tensor& p : params) {
+      Tensor g = p.grad();
+      if (g.defined()) g.mul_(scale);
+    }
+  }
+  return norm;
+}
+
+}  // namespace uoe::nn

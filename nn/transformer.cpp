@@ -1,0 +1,60 @@
+// Pre-norm Transformer: x + attn(norm(x)), then x + ffn(norm(x)); embedding in, tied or untied head out.
+#include "nn/transformer.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/ops.h"
+
+namespace uoe::nn {
+
+Block::Block(const ModelConfig& c, double out_std) {
+  attn_norm = register_module("attn_norm", std::make_shared<RMSNorm>(c.d_model, c.norm_eps));
+  attn = register_module("attn", std::make_shared<CausalSelfAttention>(c.d_model, c.n_heads, c.n_kv_heads,
+                                                                        c.rope_base, out_std));
+  ffn_norm = register_module("ffn_norm", std::make_shared<RMSNorm>(c.d_model, c.norm_eps));
+  ffn = register_module("ffn", make_ffn(c, out_std));
+}
+
+Tensor Block::forward(const Tensor& x) {
+  const int64_t B = x.size(0), T = x.size(1), d = x.size(2);
+  const Tensor h = x + attn->forward(attn_norm->forward(x));                  // [B, T, d]
+  const Tensor f = ffn->forward(ffn_norm->forward(h).reshape({B * T, d}));     // [B·T, d]
+  return h + f.view({B, T, d});
+}
+
+LanguageModel::LanguageModel(const ModelConfig& c) : config(c) {
+  // Residual output projections scaled down with depth (GPT-2)
+  const double out_std = 0.02 / std::sqrt(2.0 * double(c.n_layers));
+  embed = register_module("embed", std::make_shared<Embedding>(c.vocab_size, c.d_model));
+  for (int64_t i = 0; i < c.n_layers; ++i)
+    blocks.push_back(register_module("blocks." + std::to_string(i), std::make_shared<Block>(c, out_std)));
+  final_norm = register_module("final_norm", std::make_shared<RMSNorm>(c.d_model, c.norm_eps));
+  if (!c.tied_embeddings) head = register_module("head", std::make_shared<Linear>(c.d_model, c.vocab_size));
+}
+
+Tensor LanguageModel::forward(const Tensor& ids) {
+  UOE_CHECK(ids.dim() == 2 && ids.size(1) <= config.context, "[model] ids must be [B, T] with T <= context ",
+            config.context, ", got ", shape_str(ids.shape()));
+  Tensor x = embed->forward(ids);  // [B, T, d]
+  for (auto& b : blocks) x = b->forward(x);
+  x = final_norm->forward(x);
+  return head ? head->forward(x) : ops::matmul(x, embed->weight.mT());  // [B, T, vocab]
+}
+
+Tensor LanguageModel::loss(const Tensor& ids, const Tensor& targets) {
+  const Tensor logits = forward(ids);
+  last_ce = ops::cross_entropy(logits, targets);
+  Tensor total = last_ce;
+  for (auto& b : blocks)
+    if (b->ffn->stats.aux_loss.defined()) total = total + b->ffn->stats.aux_loss;
+  return total;
+}
+
+std::vector<FfnStats> LanguageModel::layer_stats() const {
+  std::vector<FfnStats> out;
+  for (const auto& b : blocks) out.push_back(b->ffn->stats);
+  return out;
+}
+
+}  // namespace uoe::nn

@@ -1,0 +1,38 @@
+// Pre-norm Transformer block and the decoder-only language model (tied or untied head).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "nn/attention.h"
+#include "nn/config.h"
+#include "nn/ffn.h"
+
+namespace uoe::nn {
+
+class Block : public Module {
+ public:
+  Block(const ModelConfig& c, double out_std);
+  Tensor forward(const Tensor& x);  // x: [B, T, d] -> [B, T, d]
+  std::shared_ptr<RMSNorm> attn_norm, ffn_norm;
+  std::shared_ptr<CausalSelfAttention> attn;
+  std::shared_ptr<Ffn> ffn;
+};
+
+class LanguageModel : public Module {
+ public:
+  explicit LanguageModel(const ModelConfig& c);
+  Tensor forward(const Tensor& ids);  // ids: [B, T] int -> logits [B, T, vocab]
+  // Mean next-token cross-entropy plus every layer's auxiliary loss.
+  Tensor loss(const Tensor& ids, const Tensor& targets);
+  // Cross-entropy alone, from the last forward's logits.
+  Tensor last_ce;
+  std::vector<FfnStats> layer_stats() const;
+
+  ModelConfig config;
+  std::shared_ptr<Embedding> embed;
+  std::vector<std::shared_ptr<Block>> blocks;
+  std::shared_ptr<RMSNorm> final_norm;
+  std::shared_ptr<Linear> head;  // null when tied to the embedding
+};
+
+}  // namespace uoe::nn

@@ -1,0 +1,64 @@
+// Union-of-Experts FFN (UOE.md): routing neurons as routers, virtual shared expert, every switch.
+#include "nn/ffn.h"
+#include "ops/ops.h"
+
+namespace uoe::nn {
+namespace {
+
+// 1 where token t did not select expert i, else 0, repeated over the r routing neurons: [T, n·r]
+Tensor unselected_mask(const Tensor& indices, int64_t n, int64_t r, DType dtype) {
+  const int64_t T = indices.size(0), K = indices.size(1);
+  const std::vector<int64_t> idx = indices.to_vector<int64_t>();
+  std::vector<double> mask(static_cast<size_t>(T * n), 1.0);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t k = 0; k < K; ++k)
+      if (idx[size_t(t * K + k)] >= 0) mask[size_t(t * n + idx[size_t(t * K + k)])] = 0.0;
+  return from_vector(mask, {T, n}, TensorOptions{}.with_dtype(dtype)).unsqueeze(2).expand({T, n, r}).reshape({T, n * r});
+}
+
+}  // namespace
+
+UoeFfn::UoeFfn(const ModelConfig& c, double out_std) : cfg(c.ffn) {
+  w = make_experts(*this, cfg.n_experts, c.d_model, c.d_model, cfg.expert_width, out_std);
+}
+
+Tensor UoeFfn::forward(const Tensor& x) {
+  const int64_t d = x.size(1), n = cfg.n_experts, r = cfg.routing_neurons, D = cfg.expert_width;
+  // Stack the routing parts [0, r) of all experts: Ŵ_g^R, Ŵ_p^R [d, n·r], Ŵ_o^R [n·r, d]
+  const Tensor wg_r = w.gate.narrow(2, 0, r).permute({1, 0, 2}).reshape({d, n * r});
+  const Tensor wp_r = w.up.narrow(2, 0, r).permute({1, 0, 2}).reshape({d, n * r});
+  const Tensor wo_r = w.down.narrow(1, 0, r).reshape({n * r, d});
+  // Dense part, every token, every expert: H = silu(x Ŵ_g^R) ⊙ (x Ŵ_p^R)   [T, n·r]
+  const Tensor g = ops::matmul(x, wg_r);
+  const Tensor a = ops::silu(g);
+  const Tensor h = a * ops::matmul(x, wp_r);
+  // Routing score: L2 norm of each expert's r activations (in float32)   [T, n]
+  const Tensor& source = cfg.score == "swiglu" ? h : cfg.score == "gate_silu" ? a : g;
+  const Tensor s = ops::group_l2norm(source.to(router_dtype(x.dtype())), n);
+  const ops::RouteWeights mode = weights_mode(cfg.weights);
+  const ops::Route route =
+      cfg.routing == "topp" ? ops::topp_route(s, cfg.top_p, n, mode) : ops::topk_route(s, cfg.top_k, mode);
+  const Tensor weights = route.weights.to(x.dtype());
+  Tensor y;
+  if (cfg.combine == "vse") {
+    // y = VSE + Σ_{i∈I} w_i · E_i restricted to neurons [r, D)
+    y = ops::matmul(h, wo_r) + ops::expert_ffn(x, route.indices, weights, w.gate, w.up, w.down, r, D);
+  } else {
+    // full_expert: selected experts contribute w_i · E_i(x) over all D neurons; only the
+    // unselected experts' routing parts enter with weight 1.
+    const Tensor unselected = unselected_mask(route.indices, n, r, x.dtype());  // [T, n·r]
+    y = ops::matmul(h * unselected, wo_r) + ops::expert_ffn(x, route.indices, weights, w.gate, w.up, w.down, 0, D);
+  }
+  const Tensor probs = ops::softmax(s, -1);
+  stats = routing_stats(probs, route, n);
+  if (cfg.aux_loss > 0) stats.aux_loss = ops::load_balance_loss(probs, route.indices) * cfg.aux_loss;
+  if (cfg.routing == "topp") {  // entropy regulariser 1e-4 on P = softmax(s)
+    const Tensor entropy = -ops::mean(ops::sum(probs * ops::log_softmax(s, -1), {-1}));
+    stats.aux_loss = stats.aux_loss.defined() ? stats.aux_loss + entropy * 1e-4 : entropy * 1e-4;
+  }
+  last_h = h.detach();
+  last_scores = s.detach();
+  return y;
+}
+
+}  // namespace uoe::nn

@@ -1,0 +1,413 @@
+// uoe::cpu MoE kernels: routing, group L2 norm, router losses and the grouped SwiGLU expert FFN (fwd + bwd).
+#include "ops/cpu/expert_kernels.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <numeric>
+
+#include "ops/cpu/gemm.h"
+#include "ops/cpu/simd.h"
+#include "ops/cpu/vec_math.h"
+
+namespace uoe::cpu {
+namespace {
+
+// Runs f(i) for i in [0, rows), split over OpenMP threads when the work is worth a fork. Each i is handled by
+// exactly one thread, so anything f writes for row i alone is thread-count independent.
+template <typename F>
+void for_rows(int64_t rows, int64_t work_per_row, F&& f) {
+  const bool par = rows > 1 && rows * std::max<int64_t>(work_per_row, 1) >= 16384 && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t i = 0; i < rows; ++i) f(i);
+}
+
+// Uninitialised scratch (no zero-fill pass over buffers the kernels overwrite anyway).
+template <typename T>
+std::unique_ptr<T[]> scratch(int64_t n) {
+  return std::unique_ptr<T[]>(new T[size_t(std::max<int64_t>(n, 1))]);
+}
+
+// y += a x                                                                                      x, y: [n]
+template <typename T>
+UOE_SIMD void axpy_row(int64_t n, T a, const T* x, T* y) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) y[j] += a * x[j];
+}
+
+// h_g <- silu(h_g) * h_p (the SwiGLU activation A, written over h_g).                           hg, hp: [R]
+template <typename T>
+UOE_SIMD void swiglu_row(int64_t R, T* hg, const T* hp) {
+#pragma omp simd
+  for (int64_t j = 0; j < R; ++j) hg[j] = vm::silu(hg[j]) * hp[j];
+}
+
+// One row of the SwiGLU backward. In: hg = H_g, hp = H_p, g = dy W_d^T (not yet weighted), w = routing weight.
+// Out: g <- w A (for dW_d = (w A)^T dY), hg <- dH_g = w g H_p silu'(H_g), hp <- dH_p = w g silu(H_g).
+// Returns dw = <A, g> = <O, dy>.                                                               hg, hp, g: [R]
+template <typename T>
+UOE_SIMD T swiglu_backward_row(int64_t R, T w, T* hg, T* hp, T* g) {
+  T dot = T(0);
+#pragma omp simd reduction(+ : dot)
+  for (int64_t j = 0; j < R; ++j) {
+    const T h = hg[j], p = hp[j], gj = g[j];
+    const T sl = vm::silu(h);
+    const T a = sl * p;
+    dot += a * gj;
+    const T da = w * gj;
+    g[j] = w * a;
+    hg[j] = da * p * vm::silu_grad(h);
+    hp[j] = da * sl;
+  }
+  return dot;
+}
+
+int64_t expert_of_row(const ExpertPlan& plan, int64_t row) {
+  return int64_t(std::upper_bound(plan.offsets.begin(), plan.offsets.end(), row) - plan.offsets.begin()) - 1;
+}
+
+// Copies, per sorted row, x[t] into xs and (with gate) gate[t, e] into gs.          xs: [P, d], gs: [P, dg]
+template <typename T>
+void gather_pairs(const ExpertShape& s, const ExpertPlan& plan, const T* x, const T* gate, T* xs, T* gs) {
+  for_rows(plan.rows(), s.d + s.dg, [&](int64_t i) {
+    const int64_t t = plan.pair[size_t(i)] / s.K;
+    std::memcpy(xs + i * s.d, x + t * s.d, size_t(s.d) * sizeof(T));
+    if (gate) {
+      const int64_t e = expert_of_row(plan, i);
+      std::memcpy(gs + i * s.dg, gate + (t * s.n + e) * s.dg, size_t(s.dg) * sizeof(T));
+    }
+  });
+}
+
+// Zeroes the parts of the weight gradients outside the neuron range [r0, r1) (the GEMMs write the inside).
+template <typename T>
+void zero_outside_range(const ExpertShape& s, T* dwg, T* dwu, T* dwd) {
+  const int64_t lo = s.r0, hi = s.D - s.r1;
+  if (lo == 0 && hi == 0) return;
+  auto cols = [&](T* w, int64_t rows) {  // w: [rows, D]
+    if (!w) return;
+    for_rows(rows, lo + hi, [&](int64_t i) {
+      std::fill(w + i * s.D, w + i * s.D + lo, T(0));
+      std::fill(w + i * s.D + s.r1, w + (i + 1) * s.D, T(0));
+    });
+  };
+  cols(dwg, s.n * s.dg);
+  cols(dwu, s.n * s.d);
+  if (dwd)  // dwd: [n, D, d], rows outside [r0, r1) of every expert
+    for_rows(s.n, (lo + hi) * s.d, [&](int64_t e) {
+      std::fill(dwd + e * s.D * s.d, dwd + (e * s.D + s.r0) * s.d, T(0));
+      std::fill(dwd + (e * s.D + s.r1) * s.d, dwd + (e + 1) * s.D * s.d, T(0));
+    });
+}
+
+// Runs body(e, buf) for every expert, buf an uninitialised scratch of `scratch_elems` per thread. With enough
+// experts to keep every thread busy (n >= 4 * threads) experts run in parallel, largest first, each GEMM and row
+// loop single-threaded; otherwise one expert at a time with the threads inside each GEMM and row loop (fewer
+// experts than threads). Every expert writes only its own rows and weight slices and a GEMM gives the same bits
+// on any thread count, so both ways give identical results.
+template <typename T, typename F>
+void for_experts(const ExpertPlan& plan, int64_t n, int64_t scratch_elems, F&& body) {
+  const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (nt > 1 && n >= 4 * int64_t(nt)) {
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    auto rows = [&](int64_t e) { return plan.offsets[size_t(e + 1)] - plan.offsets[size_t(e)]; };
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return rows(a) > rows(b); });
+#pragma omp parallel num_threads(nt)
+    {
+      auto buf = scratch<T>(scratch_elems);
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t i = 0; i < n; ++i) body(order[size_t(i)], buf.get());
+    }
+  } else {
+    auto buf = scratch<T>(scratch_elems);
+    for (int64_t e = 0; e < n; ++e) body(e, buf.get());
+  }
+}
+
+// Ranking of experts: higher score first, NaN before any number, ties by lower index.
+template <typename T>
+bool ranks_before(const T* row, int64_t a, int64_t b) {
+  const bool na = std::isnan(row[a]), nb = std::isnan(row[b]);
+  if (na || nb) return na && (!nb || a < b);
+  if (row[a] != row[b]) return row[a] > row[b];
+  return a < b;
+}
+
+}  // namespace
+
+// ---- routing ----------------------------------------------------------------------------------------------
+template <typename T>
+void route_forward(const RouteSpec& s, const T* scores, int64_t* indices, T* weights, T* probs) {
+  const int64_t n = s.n, K = s.K;
+#pragma omp parallel if (s.T * n >= 16384 && !omp_in_parallel())
+  {
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    std::vector<double> e(static_cast<size_t>(n));
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < s.T; ++t) {
+      const T* row = scores + t * n;
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + K, order.end(),
+                        [row](int64_t a, int64_t b) { return ranks_before(row, a, b); });
+      // softmax over all n in double: p_i = e_i / z
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int64_t i = 0; i < n; ++i) mx = std::max(mx, double(row[i]));
+      double z = 0;
+      for (int64_t i = 0; i < n; ++i) z += (e[size_t(i)] = std::exp(double(row[i]) - mx));
+      if (probs)
+        for (int64_t i = 0; i < n; ++i) probs[t * n + i] = T(e[size_t(i)] / z);
+      int64_t c = K;  // number of selected experts
+      if (s.p >= 0) {
+        double cum = 0;
+        for (c = 0; c < K;) {
+          cum += e[size_t(order[size_t(c)])] / z;
+          ++c;
+          if (cum > s.p) break;
+        }
+      }
+      double zs = 0;
+      for (int64_t j = 0; j < c; ++j) zs += e[size_t(order[size_t(j)])];
+      for (int64_t j = 0; j < K; ++j) {
+        const int64_t i = order[size_t(j)];
+        indices[t * K + j] = j < c ? i : -1;
+        weights[t * K + j] = j < c ? T(e[size_t(i)] / (s.full_softmax ? z : zs)) : T(0);
+      }
+    }
+  }
+}
+
+template <typename T>
+void route_backward(const RouteSpec& s, const int64_t* indices, const T* weights, const T* probs, const T* dweights,
+                    T* dscores) {
+  const int64_t n = s.n, K = s.K;
+  for_rows(s.T, n + K, [&](int64_t t) {
+    const int64_t* idx = indices + t * K;
+    const T *w = weights + t * K, *dw = dweights + t * K;
+    T* ds = dscores + t * n;
+    double dot = 0;  // sum_k w_k dw_k
+    for (int64_t k = 0; k < K; ++k)
+      if (idx[k] >= 0) dot += double(w[k]) * double(dw[k]);
+    std::fill(ds, ds + n, T(0));
+    if (s.full_softmax) {
+      const T* p = probs + t * n;
+      for (int64_t i = 0; i < n; ++i) ds[i] = T(-double(p[i]) * dot);
+      for (int64_t k = 0; k < K; ++k)  // + p_i dp_i
+        if (idx[k] >= 0) ds[idx[k]] = T(double(ds[idx[k]]) + double(p[idx[k]]) * double(dw[k]));
+    } else {
+      for (int64_t k = 0; k < K; ++k)
+        if (idx[k] >= 0) ds[idx[k]] = T(double(ds[idx[k]]) + double(w[k]) * (double(dw[k]) - dot));
+    }
+  });
+}
+
+// ---- group L2 norm ----------------------------------------------------------------------------------------
+template <typename T>
+void group_l2norm_forward(int64_t rows, int64_t groups, int64_t r, const T* h, T* norm) {
+  for_rows(rows * groups, r, [&](int64_t i) {
+    const T* v = h + i * r;
+    double acc = 0;
+    for (int64_t j = 0; j < r; ++j) acc += double(v[j]) * double(v[j]);
+    norm[i] = T(std::sqrt(acc));
+  });
+}
+
+template <typename T>
+void group_l2norm_backward(int64_t rows, int64_t groups, int64_t r, const T* h, const T* norm, const T* dnorm, T* dh) {
+  for_rows(rows * groups, r, [&](int64_t i) {
+    const T scale = norm[i] == T(0) ? T(0) : dnorm[i] / norm[i];
+    for (int64_t j = 0; j < r; ++j) dh[i * r + j] = h[i * r + j] * scale;
+  });
+}
+
+// ---- router z-loss ----------------------------------------------------------------------------------------
+template <typename T>
+double router_z_loss_forward(int64_t rows, int64_t n, const T* logits, T* lse) {
+  std::vector<double> l(static_cast<size_t>(rows));
+  for_rows(rows, n, [&](int64_t t) {
+    const T* x = logits + t * n;
+    double mx = -std::numeric_limits<double>::infinity(), z = 0;
+    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, double(x[i]));
+    for (int64_t i = 0; i < n; ++i) z += std::exp(double(x[i]) - mx);
+    l[size_t(t)] = mx + std::log(z);
+    lse[t] = T(l[size_t(t)]);
+  });
+  double total = 0;  // fixed order
+  for (double v : l) total += v * v;
+  return rows ? total / double(rows) : 0.0;
+}
+
+template <typename T>
+void router_z_loss_backward(int64_t rows, int64_t n, const T* logits, const T* lse, double g, T* dlogits) {
+  for_rows(rows, n, [&](int64_t t) {
+    const double l = double(lse[t]), c = 2.0 * g * l / double(rows);
+    for (int64_t i = 0; i < n; ++i) dlogits[t * n + i] = T(c * std::exp(double(logits[t * n + i]) - l));
+  });
+}
+
+// ---- load balance -----------------------------------------------------------------------------------------
+int64_t count_routed(const int64_t* indices, int64_t pairs, int64_t n, int64_t* counts) {
+  std::fill(counts, counts + n, int64_t(0));
+  int64_t total = 0;
+  for (int64_t i = 0; i < pairs; ++i)
+    if (indices[i] >= 0) ++counts[indices[i]], ++total;
+  return total;
+}
+
+template <typename T>
+double load_balance_forward(int64_t rows, int64_t n, const T* probs, const int64_t* counts, int64_t total) {
+  if (rows == 0 || total == 0) return 0.0;
+  std::vector<double> col(size_t(n), 0.0);  // sum_t probs[t, i], in token order
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t i = 0; i < n; ++i) col[size_t(i)] += double(probs[t * n + i]);
+  double acc = 0;
+  for (int64_t i = 0; i < n; ++i) acc += double(counts[i]) * col[size_t(i)];
+  // n sum_i (count_i / total) (col_i / rows): exact 1.0 for uniform probabilities 1/n (n a power of 2) and
+  // balanced counts.
+  return double(n) * acc / (double(total) * double(rows));
+}
+
+// ---- grouped SwiGLU experts -------------------------------------------------------------------------------
+ExpertPlan plan_experts(const int64_t* indices, int64_t T, int64_t K, int64_t n) {
+  ExpertPlan p;
+  p.offsets.assign(size_t(n + 1), 0);
+  p.row.assign(size_t(T * K), -1);
+  for (int64_t i = 0; i < T * K; ++i)
+    if (indices[i] >= 0) ++p.offsets[size_t(indices[i] + 1)];
+  for (int64_t e = 0; e < n; ++e) {
+    p.max_rows = std::max(p.max_rows, p.offsets[size_t(e + 1)]);
+    p.offsets[size_t(e + 1)] += p.offsets[size_t(e)];
+  }
+  p.pair.resize(size_t(p.offsets.back()));
+  std::vector<int64_t> next(p.offsets.begin(), p.offsets.end() - 1);
+  for (int64_t i = 0; i < T * K; ++i) {  // pair ids ascending: token order kept within an expert
+    if (indices[i] < 0) continue;
+    const int64_t r = next[size_t(indices[i])]++;
+    p.pair[size_t(r)] = i;
+    p.row[size_t(i)] = r;
+  }
+  return p;
+}
+
+template <typename T>
+void expert_ffn_forward(const ExpertShape& s, const ExpertPlan& plan, const T* x, const T* gate, const T* weights,
+                        const T* wg, const T* wu, const T* wd, T* y) {
+  const int64_t P = plan.rows(), R = s.r1 - s.r0, d = s.d, dg = s.dg, D = s.D;
+  // Gathered inputs per sorted row.                                      xs: [P, d], gs: [P, dg], o: [P, d]
+  auto xs = scratch<T>(P * d), gs = scratch<T>(gate ? P * dg : 0), o = scratch<T>(P * d);
+  gather_pairs(s, plan, x, gate, xs.get(), gs.get());
+  const T* G = gate ? gs.get() : xs.get();
+  const int64_t mR = plan.max_rows * R;
+  for_experts<T>(plan, s.n, 2 * mR, [&](int64_t e, T* buf) {
+    const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
+    if (m == 0) return;
+    T *hg = buf, *hp = buf + mR;  // [m, R] each
+    // H_g = G_e Wg[e][:, r0:r1], H_p = X_e Wu[e][:, r0:r1]: column slices through the leading dimension D.
+    gemm<T>(false, false, m, R, dg, T(1), G + off * dg, dg, wg + e * dg * D + s.r0, D, T(0), hg, R);
+    gemm<T>(false, false, m, R, d, T(1), xs.get() + off * d, d, wu + e * d * D + s.r0, D, T(0), hp, R);
+    for_rows(m, R, [&](int64_t i) { swiglu_row(R, hg + i * R, hp + i * R); });  // A = silu(H_g) H_p
+    // O_e = A Wd[e][r0:r1, :]                                                                         [m, d]
+    gemm<T>(false, false, m, d, R, T(1), hg, R, wd + (e * D + s.r0) * d, d, T(0), o.get() + off * d, d);
+  });
+  // y_t = sum_k w_{t,k} O_{pair(t,k)}, summed in k order by the token's one thread.
+  for_rows(s.T, s.K * d, [&](int64_t t) {
+    T* yt = y + t * d;
+    std::fill(yt, yt + d, T(0));
+    for (int64_t k = 0; k < s.K; ++k) {
+      const int64_t r = plan.row[size_t(t * s.K + k)];
+      if (r >= 0) axpy_row(d, weights[t * s.K + k], o.get() + r * d, yt);
+    }
+  });
+}
+
+template <typename T>
+void expert_ffn_backward(const ExpertShape& s, const ExpertPlan& plan, const T* x, const T* gate, const T* weights,
+                         const T* wg, const T* wu, const T* wd, const T* dy, T* dx, T* dweights, T* dgate, T* dwg,
+                         T* dwu, T* dwd) {
+  const int64_t P = plan.rows(), R = s.r1 - s.r0, d = s.d, dg = s.dg, D = s.D, K = s.K;
+  if (!gate) dgate = nullptr;
+  // Gathered per sorted row: inputs, dy and the routing weight.    xs, dys, dxs: [P, d]; gs, dgs: [P, dg]; ws: [P]
+  auto xs = scratch<T>(P * d), gs = scratch<T>(gate ? P * dg : 0), dys = scratch<T>(P * d), ws = scratch<T>(P);
+  auto dxs = scratch<T>(dx ? P * d : 0), dgs = scratch<T>(dgate ? P * dg : 0);
+  gather_pairs(s, plan, x, gate, xs.get(), gs.get());
+  for_rows(P, d, [&](int64_t i) {
+    const int64_t pr = plan.pair[size_t(i)];
+    std::memcpy(dys.get() + i * d, dy + (pr / K) * d, size_t(d) * sizeof(T));
+    ws[i] = weights[pr];
+  });
+  const T* G = gate ? gs.get() : xs.get();
+  const int64_t mR = plan.max_rows * R;
+  for_experts<T>(plan, s.n, 3 * mR, [&](int64_t e, T* buf) {
+    const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
+    const T *Ge = G + off * dg, *Xe = xs.get() + off * d, *dYe = dys.get() + off * d;
+    const T *wge = wg + e * dg * D + s.r0, *wue = wu + e * d * D + s.r0, *wde = wd + (e * D + s.r0) * d;
+    T *hg = buf, *hp = buf + mR, *gb = buf + 2 * mR;  // [m, R] each
+    if (m > 0) {
+      // Recompute H_g, H_p; gb = dY_e Wd[e][r0:r1, :]^T
+      gemm<T>(false, false, m, R, dg, T(1), Ge, dg, wge, D, T(0), hg, R);
+      gemm<T>(false, false, m, R, d, T(1), Xe, d, wue, D, T(0), hp, R);
+      gemm<T>(false, true, m, R, d, T(1), dYe, d, wde, d, T(0), gb, R);
+      // gb <- w A, hg <- dH_g, hp <- dH_p; dw_{t,k} = <A, dY Wd^T> = <O, dy_t>
+      for_rows(m, R, [&](int64_t i) {
+        const T dwv = swiglu_backward_row(R, ws[off + i], hg + i * R, hp + i * R, gb + i * R);
+        if (dweights) dweights[plan.pair[size_t(off + i)]] = dwv;
+      });
+    }
+    // Weight gradients sum over this expert's rows in token order (m == 0: the GEMM writes zeros).
+    if (dwd) gemm<T>(true, false, R, d, m, T(1), gb, R, dYe, d, T(0), dwd + (e * D + s.r0) * d, d);
+    if (dwg) gemm<T>(true, false, dg, R, m, T(1), Ge, dg, hg, R, T(0), dwg + e * dg * D + s.r0, D);
+    if (dwu) gemm<T>(true, false, d, R, m, T(1), Xe, d, hp, R, T(0), dwu + e * d * D + s.r0, D);
+    if (m == 0) return;
+    // dX_e = dH_p Wu[e][:, r0:r1]^T (+ dH_g Wg[e][:, r0:r1]^T, or that term into dG_e with a gate input)
+    if (dx) gemm<T>(false, true, m, d, R, T(1), hp, R, wue, D, T(0), dxs.get() + off * d, d);
+    if (dgate)
+      gemm<T>(false, true, m, dg, R, T(1), hg, R, wge, D, T(0), dgs.get() + off * dg, dg);
+    else if (dx && !gate)
+      gemm<T>(false, true, m, d, R, T(1), hg, R, wge, D, T(1), dxs.get() + off * d, d);
+  });
+  zero_outside_range(s, dwg, dwu, dwd);
+  if (dweights)
+    for (int64_t i = 0; i < s.T * K; ++i)
+      if (plan.row[size_t(i)] < 0) dweights[i] = T(0);
+  // Scatter back per token, slots in k order.
+  if (dx)
+    for_rows(s.T, K * d, [&](int64_t t) {
+      T* g = dx + t * d;
+      std::fill(g, g + d, T(0));
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t r = plan.row[size_t(t * K + k)];
+        if (r >= 0) axpy_row(d, T(1), dxs.get() + r * d, g);
+      }
+    });
+  if (dgate)
+    for_rows(s.T, s.n * dg, [&](int64_t t) {
+      T* g = dgate + t * s.n * dg;
+      std::fill(g, g + s.n * dg, T(0));
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t r = plan.row[size_t(t * K + k)];
+        if (r >= 0) axpy_row(dg, T(1), dgs.get() + r * dg, g + expert_of_row(plan, r) * dg);
+      }
+    });
+}
+
+#define UOE_EXPERT_INSTANTIATE(T)                                                                                     \
+  template void route_forward<T>(const RouteSpec&, const T*, int64_t*, T*, T*);                                       \
+  template void route_backward<T>(const RouteSpec&, const int64_t*, const T*, const T*, const T*, T*);                \
+  template void group_l2norm_forward<T>(int64_t, int64_t, int64_t, const T*, T*);                                     \
+  template void group_l2norm_backward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*);                \
+  template double router_z_loss_forward<T>(int64_t, int64_t, const T*, T*);                                           \
+  template void router_z_loss_backward<T>(int64_t, int64_t, const T*, const T*, double, T*);                          \
+  template double load_balance_forward<T>(int64_t, int64_t, const T*, const int64_t*, int64_t);                       \
+  template void expert_ffn_forward<T>(const ExpertShape&, const ExpertPlan&, const T*, const T*, const T*, const T*,  \
+                                      const T*, const T*, T*);                                                        \
+  template void expert_ffn_backward<T>(const ExpertShape&, const ExpertPlan&, const T*, const T*, const T*, const T*, \
+                                       const T*, const T*, const T*, T*, T*, T*, T*, T*, T*);
+UOE_EXPERT_INSTANTIATE(float)
+UOE_EXPERT_INSTANTIATE(double)
+#undef UOE_EXPERT_INSTANTIATE
+
+}  // namespace uoe::cpu

@@ -1,0 +1,313 @@
+// MoE ops (top-k / top-p routing, group_l2norm, router losses, expert_ffn): validation, forward, backward.
+#include "ops/moe.h"
+
+#include <memory>
+#include <string>
+
+#include "autograd/node.h"
+#include "core/error.h"
+#include "ops/cpu/expert_kernels.h"
+#include "ops/op_utils.h"
+
+namespace uoe::ops {
+namespace {
+
+template <typename T>
+const T* cptr(const Tensor& t) {
+  return t.defined() ? t.data_ptr<T>() : nullptr;
+}
+template <typename T>
+T* mptr(const Tensor& t) {
+  return t.defined() ? t.data_ptr<T>() : nullptr;
+}
+
+// Detached, contiguous, in the compute dtype (bf16 / f16 -> f32); undefined stays undefined.
+Tensor prep(const Tensor& t) { return t.defined() ? compute_view(t).detach().contiguous() : Tensor(); }
+Tensor restore(const Tensor& t, DType dtype) { return t.defined() ? restore_dtype(t, dtype) : Tensor(); }
+const TensorOptions kInt64 = TensorOptions{}.with_dtype(DType::Int64);
+
+// int64 contiguous copy of a [T, K] slot tensor, every value in [-1, n); the error names the position.
+Tensor checked_slots(const char* op, const char* arg, const Tensor& indices, int64_t n, const std::string& shapes) {
+  check_index(op, arg, indices);
+  Tensor idx = indices.to(DType::Int64).contiguous();
+  const int64_t* p = idx.data_ptr<int64_t>();
+  const int64_t K = idx.size(1);
+  for (int64_t i = 0; i < idx.numel(); ++i)
+    UOE_CHECK(p[i] >= -1 && p[i] < n, "[", op, "] ", arg, "[", i / K, ", ", i % K, "] = ", p[i],
+              " is out of range: expert indices must lie in [0, ", n, ") or be -1 for an empty slot", shapes);
+  return idx;
+}
+
+// ================================ routing ================================
+// Forward: rank per token, softmax in double; backward: softmax Jacobian restricted to the selected experts.
+struct RouteBackward final : autograd::Node {
+  std::string op;
+  cpu::RouteSpec spec;
+  DType dtype;
+  RouteBackward(std::string o, cpu::RouteSpec s, DType d) : op(std::move(o)), spec(s), dtype(d) {}
+  std::string name() const override { return op; }
+  std::vector<Tensor> apply(const Tensor& g_in) override {
+    const Tensor idx = saved(0), w = saved(1), probs = saved(2), g = prep(g_in);
+    Tensor ds = empty({spec.T, spec.n}, like(w));  // [T, n]
+    dispatch_float(w.dtype(), op.c_str(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      cpu::route_backward<T>(spec, idx.data_ptr<int64_t>(), w.data_ptr<T>(), cptr<T>(probs), g.data_ptr<T>(),
+                             ds.data_ptr<T>());
+    });
+    return {restore(ds, dtype)};
+  }
+};
+
+// scores: [T, n] -> indices, weights: [T, k]; p < 0 selects top-k.
+Route route(const char* op, const Tensor& scores, int64_t k, double p, RouteWeights mode) {
+  check_cpu_op(op, {scores});
+  check_floating(op, "scores", scores);
+  UOE_CHECK(scores.dim() == 2, "[", op, "] scores must be [T, n], got ", shape_str(scores.shape()));
+  const int64_t T = scores.size(0), n = scores.size(1);
+  UOE_CHECK(k >= 1 && k <= n, "[", op, "] scores are [T, n] = ", shape_str(scores.shape()), ": ", p < 0 ? "k" : "max_k",
+            " = ", k, " must lie in [1, n] = [1, ", n, "]");
+  const bool full = mode == RouteWeights::FullSoftmax;
+  const Tensor s = prep(scores);
+  Tensor idx = empty({T, k}, kInt64), w = empty({T, k}, like(s));
+  Tensor probs = full ? empty({T, n}, like(s)) : Tensor();
+  const cpu::RouteSpec spec{T, n, k, p, full};
+  dispatch_float(s.dtype(), op, [&](auto tag) {
+    using T_ = typename decltype(tag)::type;
+    cpu::route_forward<T_>(spec, s.data_ptr<T_>(), idx.data_ptr<int64_t>(), w.data_ptr<T_>(), mptr<T_>(probs));
+  });
+  Tensor weights = restore(w, scores.dtype());
+  if (auto node = autograd::record<RouteBackward>(weights, {scores}, op, spec, scores.dtype()))
+    node->save({idx, w, probs});
+  return {idx, weights};
+}
+
+// ================================ group_l2norm ================================
+struct GroupL2NormBackward final : autograd::Node {
+  int64_t groups;
+  DType dtype;
+  GroupL2NormBackward(int64_t g, DType d) : groups(g), dtype(d) {}
+  std::string name() const override { return "group_l2norm"; }
+  std::vector<Tensor> apply(const Tensor& g_in) override {
+    const Tensor h = saved(0), norm = saved(1), g = prep(g_in);
+    const int64_t width = h.size(-1), rows = width ? h.numel() / width : 0;
+    Tensor dh = empty(h.shape(), like(h));
+    dispatch_float(h.dtype(), "group_l2norm", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      cpu::group_l2norm_backward<T>(rows, groups, width / groups, h.data_ptr<T>(), norm.data_ptr<T>(), g.data_ptr<T>(),
+                                    dh.data_ptr<T>());
+    });
+    return {restore(dh, dtype)};
+  }
+};
+
+// ================================ router z-loss ================================
+struct RouterZLossBackward final : autograd::Node {
+  Shape in_shape;
+  DType dtype;
+  RouterZLossBackward(Shape s, DType d) : in_shape(std::move(s)), dtype(d) {}
+  std::string name() const override { return "router_z_loss"; }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    const Tensor logits = saved(0), lse = saved(1);
+    const int64_t n = logits.size(-1), rows = n ? logits.numel() / n : 0;
+    Tensor dl = empty(logits.shape(), like(logits));
+    dispatch_float(logits.dtype(), "router_z_loss", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      cpu::router_z_loss_backward<T>(rows, n, logits.data_ptr<T>(), lse.data_ptr<T>(), g.item<double>(),
+                                     dl.data_ptr<T>());
+    });
+    return {restore(dl, dtype).reshape(in_shape)};
+  }
+};
+
+// ================================ load balance ================================
+// d loss / d probs[t, i] = g * n f_i / T (f is a constant of the routing).
+struct LoadBalanceBackward final : autograd::Node {
+  std::vector<double> scale;  // [n]: n f_i / T
+  Shape in_shape;
+  DType dtype;
+  LoadBalanceBackward(std::vector<double> s, Shape sh, DType d)
+      : scale(std::move(s)), in_shape(std::move(sh)), dtype(d) {}
+  std::string name() const override { return "load_balance_loss"; }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    const double gv = g.item<double>();
+    const int64_t n = int64_t(scale.size()), T = in_shape[0];
+    std::vector<double> dp(size_t(T * n));
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < n; ++i) dp[size_t(t * n + i)] = gv * scale[size_t(i)];
+    return {from_vector(dp, in_shape).to(dtype), Tensor()};
+  }
+};
+
+// ================================ expert_ffn ================================
+struct ExpertFfnBackward final : autograd::Node {
+  cpu::ExpertShape shape;
+  std::shared_ptr<const cpu::ExpertPlan> plan;
+  DType dtype;
+  ExpertFfnBackward(cpu::ExpertShape s, std::shared_ptr<const cpu::ExpertPlan> p, DType d)
+      : shape(s), plan(std::move(p)), dtype(d) {}
+  std::string name() const override { return "expert_ffn"; }
+  // Inputs: x, indices, weights, W_gate, W_up, W_down, gate_input.
+  std::vector<Tensor> apply(const Tensor& g_in) override {
+    const Tensor x = saved(0), w = saved(1), wg = saved(2), wu = saved(3), wd = saved(4), gate = saved(5);
+    const Tensor g = prep(g_in);  // [T, d]
+    auto grad_if = [&](size_t i, const Tensor& like_t) {
+      return next[i] && like_t.defined() ? empty(like_t.shape(), like(like_t)) : Tensor();
+    };
+    Tensor dx = grad_if(0, x), dw = grad_if(2, w), dwg = grad_if(3, wg), dwu = grad_if(4, wu), dwd = grad_if(5, wd),
+           dgate = grad_if(6, gate);
+    dispatch_float(x.dtype(), "expert_ffn", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      cpu::expert_ffn_backward<T>(shape, *plan, x.data_ptr<T>(), cptr<T>(gate), w.data_ptr<T>(), wg.data_ptr<T>(),
+                                  wu.data_ptr<T>(), wd.data_ptr<T>(), g.data_ptr<T>(), mptr<T>(dx), mptr<T>(dw),
+                                  mptr<T>(dgate), mptr<T>(dwg), mptr<T>(dwu), mptr<T>(dwd));
+    });
+    return {restore(dx, dtype),   Tensor(),
+            restore(dw, dtype),   restore(dwg, dtype),
+            restore(dwu, dtype),  restore(dwd, dtype),
+            restore(dgate, dtype)};
+  }
+};
+
+// Validates the expert_ffn arguments; returns the geometry (K, n, D, d_g filled in).
+cpu::ExpertShape check_expert_ffn(const Tensor& x, const Tensor& indices, const Tensor& weights, const Tensor& wg,
+                                  const Tensor& wu, const Tensor& wd, int64_t r0, int64_t r1, const Tensor& gate,
+                                  std::string& shapes) {
+  const char* op = "expert_ffn";
+  if (gate.defined())
+    check_cpu_op(op, {x, indices, weights, wg, wu, wd, gate});
+  else
+    check_cpu_op(op, {x, indices, weights, wg, wu, wd});
+  shapes = " (x " + shape_str(x.shape()) + ", indices " + shape_str(indices.shape()) + ", weights " +
+           shape_str(weights.shape()) + ", W_gate " + shape_str(wg.shape()) + ", W_up " + shape_str(wu.shape()) +
+           ", W_down " + shape_str(wd.shape()) + ", gate_input " +
+           (gate.defined() ? shape_str(gate.shape()) : std::string("undefined")) + ")";
+  const std::string& all = shapes;
+  check_floating(op, "x", x);
+  check_index(op, "indices", indices);
+  for (const Tensor* t : {&weights, &wg, &wu, &wd, &gate})
+    if (t->defined()) check_same_dtype(op, x, *t);
+  UOE_CHECK(x.dim() == 2, "[expert_ffn] x must be [T, d], got ", shape_str(x.shape()), all);
+  const int64_t T = x.size(0), d = x.size(1);
+  const std::string xs = "x is [T, d] = " + shape_str(x.shape());
+  UOE_CHECK(indices.dim() == 2 && indices.size(0) == T, "[expert_ffn] ", xs, " but indices is ",
+            shape_str(indices.shape()), ": indices must be [T, K] with T = ", T, all);
+  const int64_t K = indices.size(1);
+  UOE_CHECK(weights.shape() == indices.shape(), "[expert_ffn] indices is [T, K] = ", shape_str(indices.shape()),
+            " but weights is ", shape_str(weights.shape()), ": weights must have the same shape", all);
+  UOE_CHECK(wu.dim() == 3, "[expert_ffn] W_up must be [n, d, D], got ", shape_str(wu.shape()), all);
+  const int64_t n = wu.size(0), D = wu.size(2);
+  UOE_CHECK(wu.size(1) == d, "[expert_ffn] ", xs, " but W_up is ", shape_str(wu.shape()),
+            ": W_up's dim 1 must equal d (", d, ")", all);
+  const int64_t dg = gate.defined() && gate.dim() == 3 ? gate.size(2) : d;
+  if (gate.defined())
+    UOE_CHECK(gate.dim() == 3 && gate.size(0) == T && gate.size(1) == n, "[expert_ffn] ", xs,
+              " and W_up is [n, d, D] = ", shape_str(wu.shape()), " but gate_input is ", shape_str(gate.shape()),
+              ": it must be [T, n, d_g] = [", T, ", ", n, ", d_g]", all);
+  UOE_CHECK(wg.dim() == 3 && wg.size(0) == n && wg.size(1) == dg && wg.size(2) == D,
+            "[expert_ffn] W_up is [n, d, D] = ", shape_str(wu.shape()), " but W_gate is ", shape_str(wg.shape()),
+            ": W_gate must be [n, d_g, D] = [", n, ", ", dg, ", ", D,
+            "] (d_g = ", gate.defined() ? "gate_input's last dim" : "d without gate_input", ")", all);
+  UOE_CHECK(wd.dim() == 3 && wd.size(0) == n && wd.size(1) == D && wd.size(2) == d,
+            "[expert_ffn] W_up is [n, d, D] = ", shape_str(wu.shape()), " but W_down is ", shape_str(wd.shape()),
+            ": W_down must be [n, D, d] = [", n, ", ", D, ", ", d, "]", all);
+  UOE_CHECK(0 <= r0 && r0 <= r1 && r1 <= D, "[expert_ffn] neuron range [r0, r1) = [", r0, ", ", r1,
+            ") must satisfy 0 <= r0 <= r1 <= D = ", D, all);
+  return {T, K, n, d, dg, D, r0, r1};
+}
+
+}  // namespace
+
+Route topk_route(const Tensor& scores, int64_t k, RouteWeights mode) {
+  return route("topk_route", scores, k, -1.0, mode);
+}
+
+Route topp_route(const Tensor& scores, double p, int64_t max_k, RouteWeights mode) {
+  UOE_CHECK(p >= 0.0 && p <= 1.0, "[topp_route] p = ", p, " must lie in [0, 1] (scores ", shape_str(scores.shape()),
+            ")");
+  return route("topp_route", scores, max_k, p, mode);
+}
+
+Tensor group_l2norm(const Tensor& h, int64_t groups) {
+  check_cpu_op("group_l2norm", {h});
+  check_floating("group_l2norm", "h", h);
+  UOE_CHECK(h.dim() >= 1, "[group_l2norm] h must be [..., groups*r], got ", shape_str(h.shape()));
+  const int64_t width = h.size(-1);
+  UOE_CHECK(groups >= 1 && width % groups == 0, "[group_l2norm] h is ", shape_str(h.shape()), ": its last dim ", width,
+            " must split into groups = ", groups, " equal groups");
+  const Tensor hc = prep(h);  // [rows, groups*r]
+  Shape out_shape = h.shape();
+  out_shape.back() = groups;
+  Tensor norm = empty(out_shape, like(hc));
+  const int64_t rows = width ? hc.numel() / width : shape_numel(out_shape) / groups;
+  dispatch_float(hc.dtype(), "group_l2norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cpu::group_l2norm_forward<T>(rows, groups, width / groups, hc.data_ptr<T>(), norm.data_ptr<T>());
+  });
+  Tensor y = restore(norm, h.dtype());
+  if (auto node = autograd::record<GroupL2NormBackward>(y, {h}, groups, h.dtype())) node->save({hc, norm});
+  return y;
+}
+
+Tensor load_balance_loss(const Tensor& probs, const Tensor& indices) {
+  const char* op = "load_balance_loss";
+  check_cpu_op(op, {probs, indices});
+  check_floating(op, "probs", probs);
+  const std::string shapes = " (probs " + shape_str(probs.shape()) + ", indices " + shape_str(indices.shape()) + ")";
+  UOE_CHECK(probs.dim() == 2 && indices.dim() == 2 && probs.size(0) == indices.size(0),
+            "[load_balance_loss] probs must be [T, n] and indices [T, K] with the same T", shapes);
+  const int64_t T = probs.size(0), n = probs.size(1);
+  const Tensor idx = checked_slots(op, "indices", indices, n, shapes), p = prep(probs);
+  std::vector<int64_t> counts(static_cast<size_t>(n));
+  const int64_t total = cpu::count_routed(idx.data_ptr<int64_t>(), idx.numel(), n, counts.data());
+  const double loss = dispatch_float(p.dtype(), op, [&](auto tag) {
+    using T_ = typename decltype(tag)::type;
+    return cpu::load_balance_forward<T_>(T, n, p.data_ptr<T_>(), counts.data(), total);
+  });
+  Tensor y = scalar_tensor(loss, like(probs));
+  std::vector<double> scale(size_t(n), 0.0);  // n f_i / T
+  if (T > 0 && total > 0)
+    for (int64_t i = 0; i < n; ++i)
+      scale[size_t(i)] = double(n) * double(counts[size_t(i)]) / (double(total) * double(T));
+  autograd::record<LoadBalanceBackward>(y, {probs, indices}, std::move(scale), probs.shape(), probs.dtype());
+  return y;
+}
+
+Tensor router_z_loss(const Tensor& logits) {
+  check_cpu_op("router_z_loss", {logits});
+  check_floating("router_z_loss", "logits", logits);
+  UOE_CHECK(logits.dim() >= 1, "[router_z_loss] logits must be [..., n], got ", shape_str(logits.shape()));
+  const Tensor l = prep(logits);
+  const int64_t n = l.size(-1), rows = n ? l.numel() / n : 0;
+  Tensor lse = empty({rows}, like(l));
+  const double loss = dispatch_float(l.dtype(), "router_z_loss", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return cpu::router_z_loss_forward<T>(rows, n, l.data_ptr<T>(), lse.data_ptr<T>());
+  });
+  Tensor y = scalar_tensor(loss, like(logits));
+  if (auto node = autograd::record<RouterZLossBackward>(y, {logits}, logits.shape(), logits.dtype()))
+    node->save({l, lse});
+  return y;
+}
+
+Tensor expert_ffn(const Tensor& x, const Tensor& indices, const Tensor& weights, const Tensor& w_gate,
+                  const Tensor& w_up, const Tensor& w_down, int64_t r0, int64_t r1, const Tensor& gate_input) {
+  std::string shapes;
+  const cpu::ExpertShape s = check_expert_ffn(x, indices, weights, w_gate, w_up, w_down, r0, r1, gate_input, shapes);
+  const Tensor idx = checked_slots("expert_ffn", "indices", indices, s.n, shapes);
+  auto plan = std::make_shared<const cpu::ExpertPlan>(cpu::plan_experts(idx.data_ptr<int64_t>(), s.T, s.K, s.n));
+  const Tensor xc = prep(x), wc = prep(weights), wgc = prep(w_gate), wuc = prep(w_up), wdc = prep(w_down),
+               gc = prep(gate_input);
+  Tensor y = empty({s.T, s.d}, like(xc));  // [T, d]
+  dispatch_float(xc.dtype(), "expert_ffn", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cpu::expert_ffn_forward<T>(s, *plan, xc.data_ptr<T>(), cptr<T>(gc), wc.data_ptr<T>(), wgc.data_ptr<T>(),
+                               wuc.data_ptr<T>(), wdc.data_ptr<T>(), y.data_ptr<T>());
+  });
+  y = restore(y, x.dtype());
+  if (auto node = autograd::record<ExpertFfnBackward>(y, {x, indices, weights, w_gate, w_up, w_down, gate_input}, s,
+                                                      plan, x.dtype()))
+    node->save({xc, wc, wgc, wuc, wdc, gc});
+  return y;
+}
+
+}  // namespace uoe::ops

@@ -1,0 +1,194 @@
+// Atomic file and directory writes: overwrite, no leftovers, failures keep the old data, crash recovery.
+#include "core/atomic_file.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "core/error.h"
+
+namespace uoe {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh, empty directory for one test, removed afterwards.
+class AtomicFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = ::testing::TempDir() + "uoe_atomic_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // Names in `dir`, sorted.
+  static std::vector<std::string> listing(const std::string& dir) {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  static void write_plain(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+  template <typename F>
+  static std::string error_of(F&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  }
+
+  std::string root_;
+};
+
+TEST_F(AtomicFile, WriteOverwriteRead) {
+  const std::string path = root_ + "/a.bin";
+  write_file_atomic(path, "hello");
+  EXPECT_EQ(read_file_bytes(path), "hello");
+  const std::string binary("x\0y\xff\n", 5);
+  write_file_atomic(path, binary);
+  EXPECT_EQ(read_file_bytes(path), binary);
+  write_file_atomic(path, "");
+  EXPECT_EQ(read_file_bytes(path), "");
+  std::string big(3 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = char(i * 2654435761u >> 24);
+  write_file_atomic(path, big);
+  EXPECT_EQ(read_file_bytes(path), big);
+  // Only the file itself remains: the temporaries are gone.
+  EXPECT_EQ(listing(root_), std::vector<std::string>{"a.bin"});
+}
+
+TEST_F(AtomicFile, NewFilesFollowTheUmaskAndOldFilesKeepTheirMode) {
+  const std::string path = root_ + "/mode.txt";
+  write_plain(path, "old");
+  ASSERT_EQ(::chmod(path.c_str(), 0640), 0);
+  write_file_atomic(path, "new");
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  // A new file is not left with mkstemp's 0600 mode (unless the umask asks for it).
+  const mode_t mask = ::umask(022);
+  ::umask(mask);
+  const std::string fresh = root_ + "/fresh.txt";
+  write_file_atomic(fresh, "x");
+  ASSERT_EQ(::stat(fresh.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0666u & ~mask);
+}
+
+TEST_F(AtomicFile, ErrorsNameThePathAndLeaveNoTemporary) {
+  const std::string missing_dir = root_ + "/no/such/dir/f.txt";
+  const std::string msg = error_of([&] { write_file_atomic(missing_dir, "x"); });
+  EXPECT_NE(msg.find(missing_dir), std::string::npos) << msg;
+  EXPECT_NE(msg.find("No such file or directory"), std::string::npos) << msg;
+
+  // Renaming a file over a directory fails: the directory stays, the temporary is removed.
+  const std::string dir_target = root_ + "/target";
+  fs::create_directory(dir_target);
+  const std::string msg2 = error_of([&] { write_file_atomic(dir_target, "x"); });
+  EXPECT_NE(msg2.find(dir_target), std::string::npos) << msg2;
+  EXPECT_TRUE(fs::is_directory(dir_target));
+  EXPECT_EQ(listing(root_), std::vector<std::string>{"target"});
+
+  const std::string nofile = root_ + "/missing.txt";
+  const std::string msg3 = error_of([&] { read_file_bytes(nofile); });
+  EXPECT_NE(msg3.find(nofile), std::string::npos) << msg3;
+  EXPECT_NE(msg3.find("No such file or directory"), std::string::npos) << msg3;
+  EXPECT_NE(error_of([&] { read_file_bytes(dir_target); }).find("is a directory"), std::string::npos);
+}
+
+TEST_F(AtomicFile, DirectoryWriteReplacesTheWholeDirectory) {
+  const std::string dir = root_ + "/ckpt";
+  write_directory_atomic(dir, [](const std::string& tmp) {
+    EXPECT_NE(tmp.find("ckpt.tmp-" + std::to_string(::getpid())), std::string::npos);
+    write_file_atomic(tmp + "/model.bin", "weights-1");
+    std::ofstream(tmp + "/config.json") << "{}";
+    fs::create_directory(tmp + "/sub");
+    std::ofstream(tmp + "/sub/extra.txt") << "extra";
+  });
+  EXPECT_EQ(listing(dir), (std::vector<std::string>{"config.json", "model.bin", "sub"}));
+  EXPECT_EQ(read_file_bytes(dir + "/model.bin"), "weights-1");
+  EXPECT_EQ(read_file_bytes(dir + "/sub/extra.txt"), "extra");
+  // The second write replaces every file: the old ones do not linger.
+  write_directory_atomic(dir + "/", [](const std::string& tmp) { write_file_atomic(tmp + "/model.bin", "weights-2"); });
+  EXPECT_EQ(listing(dir), std::vector<std::string>{"model.bin"});
+  EXPECT_EQ(read_file_bytes(dir + "/model.bin"), "weights-2");
+  EXPECT_EQ(listing(root_), std::vector<std::string>{"ckpt"});  // no .tmp-<pid>, no .old
+}
+
+TEST_F(AtomicFile, FailingFillLeavesTheOldDirectoryIntact) {
+  const std::string dir = root_ + "/ckpt";
+  write_directory_atomic(dir, [](const std::string& tmp) { write_file_atomic(tmp + "/model.bin", "good"); });
+  EXPECT_THROW(write_directory_atomic(dir,
+                                      [](const std::string& tmp) {
+                                        write_file_atomic(tmp + "/model.bin", "half-written");
+                                        throw std::runtime_error("disk full (simulated)");
+                                      }),
+               std::runtime_error);
+  EXPECT_EQ(read_file_bytes(dir + "/model.bin"), "good");
+  EXPECT_EQ(listing(root_), std::vector<std::string>{"ckpt"});
+  // A uoe::Error from fill propagates unchanged, too.
+  EXPECT_EQ(error_of([&] { write_directory_atomic(dir, [](const std::string&) { fail("[test] boom"); }); }),
+            "[test] boom");
+  EXPECT_EQ(read_file_bytes(dir + "/model.bin"), "good");
+  EXPECT_EQ(listing(root_), std::vector<std::string>{"ckpt"});
+  // A parent that does not exist is an error naming the directory.
+  const std::string orphan = root_ + "/nope/ckpt";
+  const std::string msg = error_of([&] { write_directory_atomic(orphan, [](const std::string&) {}); });
+  EXPECT_NE(msg.find(orphan), std::string::npos) << msg;
+}
+
+TEST_F(AtomicFile, RecoverAfterCrashBetweenTheRenames) {
+  // State after `dir` -> `dir.old` and before the temporary -> `dir`: only the old copy exists.
+  const std::string dir = root_ + "/ckpt";
+  fs::create_directory(dir + ".old");
+  write_plain(dir + ".old/model.bin", "previous");
+  fs::create_directory(dir + ".tmp-999999");  // the dead writer's complete temporary
+  write_plain(dir + ".tmp-999999/model.bin", "next");
+  recover_directory(dir);
+  EXPECT_EQ(read_file_bytes(dir + "/model.bin"), "previous");
+  EXPECT_FALSE(fs::exists(dir + ".old"));
+  recover_directory(dir);  // idempotent
+  EXPECT_EQ(read_file_bytes(dir + "/model.bin"), "previous");
+}
+
+TEST_F(AtomicFile, RecoverAfterCrashBeforeTheOldCopyWasRemoved) {
+  // State after both renames, before `dir.old` was (fully) removed: the new copy wins.
+  const std::string dir = root_ + "/ckpt";
+  fs::create_directory(dir);
+  write_plain(dir + "/model.bin", "new");
+  fs::create_directory(dir + ".old");
+  write_plain(dir + ".old/model.bin", "old");
+  recover_directory(dir);
+  EXPECT_EQ(read_file_bytes(dir + "/model.bin"), "new");
+  EXPECT_FALSE(fs::exists(dir + ".old"));
+  // Nothing to recover: a no-op, also for a directory that does not exist.
+  recover_directory(dir);
+  recover_directory(root_ + "/never");
+  EXPECT_EQ(listing(root_), std::vector<std::string>{"ckpt"});
+}
+
+TEST_F(AtomicFile, WriteDirectoryRecoversFirst) {
+  const std::string dir = root_ + "/ckpt";
+  fs::create_directory(dir + ".old");
+  write_plain(dir + ".old/model.bin", "previous");
+  write_directory_atomic(dir, [&](const std::string& tmp) {
+    // The interrupted write was undone before fill runs.
+    EXPECT_EQ(read_file_bytes(dir + "/model.bin"), "previous");
+    write_file_atomic(tmp + "/model.bin", "next");
+  });
+  EXPECT_EQ(read_file_bytes(dir + "/model.bin"), "next");
+  EXPECT_EQ(listing(root_), std::vector<std::string>{"ckpt"});
+}
+
+}  // namespace
+}  // namespace uoe
