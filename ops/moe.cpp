@@ -76,8 +76,10 @@ Route route(const char* op, const Tensor& scores, int64_t k, double p, RouteWeig
     cpu::route_forward<T_>(spec, s.data_ptr<T_>(), idx.data_ptr<int64_t>(), w.data_ptr<T_>(), mptr<T_>(probs));
   });
   Tensor weights = restore(w, scores.dtype());
-  if (auto node = autograd::record<RouteBackward>(weights, {scores}, op, spec, scores.dtype()))
+  if (auto node = autograd::record<RouteBackward>(weights, {scores}, op, spec, scores.dtype())) {
     node->save({idx, w, probs});
+    idx = idx.clone();  // the caller may edit its indices in place; the backward keeps the forward's choice
+  }
   return {idx, weights};
 }
 

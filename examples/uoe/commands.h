@@ -13,6 +13,7 @@ int cmd_train(const std::vector<std::string>& argv);
 int cmd_eval(const std::vector<std::string>& argv);
 int cmd_sample(const std::vector<std::string>& argv);
 int cmd_info(const std::vector<std::string>& argv);
+int cmd_compare(const std::vector<std::string>& argv);
 
 // Token ids for `data_path`: a prepared token file is used as is; a text file is tokenised
 // into `cache_path` with `tok` first.

@@ -16,6 +16,7 @@ const char* kUsage =
     "  eval    --ckpt <dir> --data <text> [--batch B] [--seq T] [--max-batches N] [--threads N]\n"
     "  sample  --ckpt <dir> --prompt \"...\" [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
     "  info    --config <preset|file.json>\n"
+    "  compare --data <text> --out <dir> [--archs dense,moe,aoe,uoe] [--minutes M] [--seeds S] [--steps N]\n"
     "presets: tiny-uoe, tiny-moe, tiny-aoe, tiny-dense\n";
 
 }  // namespace
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
     if (cmd == "eval") return uoe::cli::cmd_eval(rest);
     if (cmd == "sample") return uoe::cli::cmd_sample(rest);
     if (cmd == "info") return uoe::cli::cmd_info(rest);
+    if (cmd == "compare") return uoe::cli::cmd_compare(rest);
     std::fprintf(stderr, "uoe: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const std::exception& e) {

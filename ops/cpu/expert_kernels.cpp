@@ -32,6 +32,20 @@ std::unique_ptr<T[]> scratch(int64_t n) {
   return std::unique_ptr<T[]>(new T[size_t(std::max<int64_t>(n, 1))]);
 }
 
+// Per-thread scratch kept between calls (a fresh multi-MB buffer per call costs page faults every time);
+// uninitialised, valid until this thread's next call.
+template <typename T>
+T* thread_scratch(int64_t n) {
+  thread_local std::unique_ptr<T[]> buf;
+  thread_local int64_t capacity = 0;
+  if (n > capacity) {
+    buf.reset();
+    buf.reset(new T[size_t(std::max<int64_t>(n, 1))]);
+    capacity = n;
+  }
+  return buf.get();
+}
+
 // y += a x                                                                                      x, y: [n]
 template <typename T>
 UOE_SIMD void axpy_row(int64_t n, T a, const T* x, T* y) {
@@ -104,7 +118,7 @@ void zero_outside_range(const ExpertShape& s, T* dwg, T* dwu, T* dwd) {
     });
 }
 
-// Runs body(e, buf) for every expert, buf an uninitialised scratch of `scratch_elems` per thread. With enough
+// Runs body(e, buf) for every expert, buf an uninitialised per-thread scratch of `scratch_elems`. With enough
 // experts to keep every thread busy (n >= 4 * threads) experts run in parallel, largest first, each GEMM and row
 // loop single-threaded; otherwise one expert at a time with the threads inside each GEMM and row loop (fewer
 // experts than threads). Every expert writes only its own rows and weight slices and a GEMM gives the same bits
@@ -119,13 +133,13 @@ void for_experts(const ExpertPlan& plan, int64_t n, int64_t scratch_elems, F&& b
     std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return rows(a) > rows(b); });
 #pragma omp parallel num_threads(nt)
     {
-      auto buf = scratch<T>(scratch_elems);
+      T* buf = thread_scratch<T>(scratch_elems);
 #pragma omp for schedule(dynamic, 1)
-      for (int64_t i = 0; i < n; ++i) body(order[size_t(i)], buf.get());
+      for (int64_t i = 0; i < n; ++i) body(order[size_t(i)], buf);
     }
   } else {
-    auto buf = scratch<T>(scratch_elems);
-    for (int64_t e = 0; e < n; ++e) body(e, buf.get());
+    T* buf = thread_scratch<T>(scratch_elems);
+    for (int64_t e = 0; e < n; ++e) body(e, buf);
   }
 }
 

@@ -12,6 +12,8 @@
 //    (n >= 4 * threads, single-threaded GEMMs) or inside the packed uoe::cpu::gemm (itself thread-count
 //    independent). No element is ever summed into by two threads and every sum has a fixed order, so results are
 //    bit-identical whatever the thread count.
+//  * Memory: expert_ffn allocates its gathered rows per call and keeps, per thread, one scratch of
+//    3 * (rows of the largest expert) * (r1 - r0) elements between calls (no page faults on every call).
 namespace uoe::cpu {
 
 // ---- routing ----------------------------------------------------------------------------------------------

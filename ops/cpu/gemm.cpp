@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <memory>
 #include <new>
+#include <thread>
 
 #include <sys/mman.h>
 
@@ -85,8 +87,8 @@ const GemmKernels<float>& kernels_portable_f32() {
 }
 
 const GemmKernels<double>& kernels_portable_f64() {
-  static const GemmKernels<double> k{4, 4, 256, 128, 1 << 20, &micro_portable<double, 4, 4>,
-                                     &pack_a_portable<double, 4>, &pack_b_portable<double, 4>};
+  static const GemmKernels<double> k{4, 8, 256, 128, 1 << 20, &micro_portable<double, 4, 8>,
+                                     &pack_a_portable<double, 4>, &pack_b_portable<double, 8>};
   return k;
 }
 
@@ -123,7 +125,8 @@ const GemmKernels<float>& kernels_f32() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Scratch buffers: one per thread, 64-byte aligned, grown on demand and kept for reuse.
+// Scratch buffers: one per thread, page aligned (2 MB and THP-advised when large), grown on
+// demand and kept for reuse.
 // ---------------------------------------------------------------------------------------------
 class Scratch {
  public:
@@ -131,20 +134,16 @@ class Scratch {
   void* get(size_t bytes) {
     if (bytes > size_) {
       std::free(ptr_);
-#ifdef HUGE
       const size_t align = bytes >= (size_t(1) << 21) ? (size_t(1) << 21) : 4096;
-#else
-      const size_t align = 4096;
-#endif
       size_ = (bytes + align - 1) & ~(align - 1);
       ptr_ = std::aligned_alloc(align, size_);
-#ifdef HUGE
-      if (ptr_ && align > 4096) madvise(ptr_, size_, MADV_HUGEPAGE);
-#endif
       if (!ptr_) {
         size_ = 0;
         throw std::bad_alloc();
       }
+#ifdef MADV_HUGEPAGE
+      if (align > 4096) madvise(ptr_, size_, MADV_HUGEPAGE);  // fewer TLB misses on packed panels
+#endif
     }
     return ptr_;
   }
@@ -184,12 +183,30 @@ int threads_for(int64_t M, int64_t N, int64_t K) {
   return int(std::clamp<double>(flops / per_thread, 1.0, double(maxt)));
 }
 
-// The packed driver (GotoBLAS/BLIS structure). For each NC-wide column block of C:
-//  1. all threads pack op(B)[:, block] for the whole K into one shared buffer, as KC-deep
-//     blocks of NR-wide panels (static split, then a barrier);
-//  2. the block's output is cut into units of MC rows x (a share of the NC columns); threads
-//     take units dynamically. A unit loops over the KC blocks in order: pack its A block (kept
-//     in L2), then run the micro-kernel over NR panels (jr) and MR panels (ir).
+// Spin briefly, then yield: a waiting thread must not hold a core that the thread it waits for
+// (or another process) could use.
+template <typename Pred>
+void wait_until(Pred ready) {
+  for (int spins = 0; !ready(); ++spins) {
+    if (spins < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
+// The packed driver (GotoBLAS/BLIS structure). For each column block of C (as wide as N unless
+// the packed copy of B would get too big):
+//  - op(B)[:, block] is packed for the whole K into one shared buffer, as KC-deep blocks of
+//    NR-wide panels, in groups of panels packed on demand by whichever thread needs them first;
+//  - the output is cut into units of MC rows (x a share of the columns when M is small), taken
+//    by threads from an atomic counter. A unit walks the KC blocks in order: make sure its B
+//    panels are packed, pack its A block (stays in L2), run the micro-kernel over NR panels (jr)
+//    and MR panels (ir).
+// No barrier inside: a thread slowed down (e.g. by another process) just takes fewer units.
 // Work is split over output tiles only, each C element is the same micro-kernel FMA chain per KC
 // block, and KC blocks are applied in ascending order by a single thread, so the result is
 // bit-identical whatever the thread count or the order in which units are taken.
@@ -197,45 +214,70 @@ template <typename T>
 void gemm_packed(const GemmKernels<T>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,
                  const T* A, int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
   const int64_t MR = ks.mr, NR = ks.nr;
-  static const int64_t kc_env = getenv("UOE_KC") ? atol(getenv("UOE_KC")) : 0;  // TUNE-ONLY
-  static const int64_t mc_env = getenv("UOE_MC") ? atol(getenv("UOE_MC")) : 0;  // TUNE-ONLY
-  static const int64_t nc_env = getenv("UOE_NC") ? atol(getenv("UOE_NC")) : 0;  // TUNE-ONLY
-  const int64_t KC = kc_env ? kc_env : ks.kc;
-  const int64_t MC_max = mc_env ? mc_env : ks.mc;
-  const int64_t b_elems = nc_env ? nc_env : ks.b_elems;
+  // K blocks: as few as ks.kc allows, evenly sized (a function of K alone, never of the threads).
+  const int64_t KC = ceil_div(ceil_div(K, ceil_div(K, ks.kc)), 8) * 8;
   const int64_t kblocks = ceil_div(K, KC);
-  // Column block: as wide as N, unless the packed K x NC copy of B would exceed b_elems.
-  const int64_t NC = std::min(ceil_div(N, NR), std::max<int64_t>(1, b_elems / (K * NR))) * NR;
+  const int64_t NC = std::min(ceil_div(N, NR), std::max<int64_t>(1, ks.b_elems / (K * NR))) * NR;
+  constexpr int64_t kGroup = 4;  // B panels packed together
 
   const int64_t mtiles = ceil_div(M, MR);
-  int nt = int(std::min<int64_t>(threads_for(M, N, K), mtiles * ceil_div(NC, NR)));
-  // Row blocks: at most MC_max rows, count rounded up to a multiple of the threads when M allows;
-  // tiles are spread evenly over the blocks. Too few row blocks: also split the columns.
-  int64_t mblocks = ceil_div(M, MC_max);
-  if (nt > 1) mblocks = std::min(mtiles, ceil_div(mblocks, nt) * nt);
-  const int64_t nsplit = std::min(ceil_div(NC, NR), ceil_div(nt, mblocks));
+  const int nt = int(std::min<int64_t>(threads_for(M, N, K), mtiles * ceil_div(NC, NR)));
+  // Units: row blocks of at most ks.mc rows (MR tiles spread evenly), their count a multiple of
+  // the threads and at least kUnitsPerThread per thread when M allows, so that the dynamic
+  // scheduling evens out the load; when M is too small, the columns are split as well.
+  constexpr int64_t kUnitsPerThread = 3;
+  const int64_t want = nt > 1 ? kUnitsPerThread * nt : 1;
+  const int64_t mblocks = std::min(mtiles, ceil_div(std::max(ceil_div(M, ks.mc), want), nt) * nt);
+  const int64_t nsplit = std::max<int64_t>(1, std::min(ceil_div(NC, NR), ceil_div(want, mblocks)));
   const int64_t MC = ceil_div(mtiles, mblocks) * MR;
+  const int64_t units = mblocks * nsplit;
 
   T* Bp = static_cast<T*>(scratch_b().get(size_t(K * NC) * sizeof(T)));
+  const int64_t groups_max = ceil_div(ceil_div(NC, NR), kGroup);
+  std::unique_ptr<std::atomic<int>[]> state(new std::atomic<int>[size_t(kblocks * groups_max)]);
 
-#pragma omp parallel num_threads(nt) if (nt > 1)
-  {
-    T* Ap = static_cast<T*>(scratch_a().get(size_t(std::min(K, KC) * MC) * sizeof(T)));
-    for (int64_t jc = 0; jc < N; jc += NC) {
-      const int64_t nc = std::min(NC, N - jc);
-      const int64_t np = ceil_div(nc, NR);
-      // 1. pack B: one unit per (KC block, NR panel). Block pb starts at Bp + pb*KC*np*NR.
-#pragma omp for schedule(static)
-      for (int64_t u = 0; u < kblocks * np; ++u) {
-        const int64_t pb = u / np, p = u % np;
-        const int64_t pc = pb * KC, kc = std::min(KC, K - pc);
+  for (int64_t jc = 0; jc < N; jc += NC) {
+    const int64_t nc = std::min(NC, N - jc);
+    const int64_t np = ceil_div(nc, NR);
+    const int64_t ngroups = ceil_div(np, kGroup);
+    for (int64_t i = 0; i < kblocks * ngroups; ++i) state[size_t(i)].store(0, std::memory_order_relaxed);
+    std::atomic<int64_t> next_unit{0};
+    std::atomic<int> finished{0};
+
+    // Packs group g of K block pb: panels [g*kGroup, ...) into Bp + pb*KC*np*NR + p*NR*kc.
+    auto pack_group = [&](int64_t pb, int64_t g) {
+      const int64_t pc = pb * KC, kc = std::min(KC, K - pc);
+      for (int64_t p = g * kGroup; p < std::min(np, (g + 1) * kGroup); ++p) {
         const int64_t j = jc + p * NR;
         const T* bsrc = tb ? B + j * ldb + pc : B + pc * ldb + j;
         ks.pack_b(tb, bsrc, ldb, kc, std::min(NR, nc - p * NR), Bp + pb * KC * np * NR + p * NR * kc);
       }
-      // 2. compute units (implicit barrier above: B is packed).
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t u = 0; u < mblocks * nsplit; ++u) {
+    };
+    // Makes groups [g0, g1) of K block pb ready: pack the unclaimed ones, then wait for the rest.
+    auto ensure_b = [&](int64_t pb, int64_t g0, int64_t g1) {
+      bool pending = false;
+      for (int64_t g = g0; g < g1; ++g) {
+        std::atomic<int>& st = state[size_t(pb * ngroups + g)];
+        int expected = 0;
+        if (st.load(std::memory_order_acquire) == 0 &&
+            st.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+          pack_group(pb, g);
+          st.store(2, std::memory_order_release);
+        } else if (st.load(std::memory_order_acquire) != 2) {
+          pending = true;
+        }
+      }
+      if (pending)
+        for (int64_t g = g0; g < g1; ++g) {
+          std::atomic<int>& st = state[size_t(pb * ngroups + g)];
+          wait_until([&] { return st.load(std::memory_order_acquire) == 2; });
+        }
+    };
+
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+      T* Ap = static_cast<T*>(scratch_a().get(size_t(std::min(K, KC) * MC) * sizeof(T)));
+      for (int64_t u; (u = next_unit.fetch_add(1, std::memory_order_relaxed)) < units;) {
         const int64_t mb = u / nsplit, ns = u % nsplit;
         const int64_t i0 = mtiles * mb / mblocks * MR, i1 = std::min(M, mtiles * (mb + 1) / mblocks * MR);
         const int64_t p0 = np * ns / nsplit, p1 = np * (ns + 1) / nsplit;
@@ -244,6 +286,7 @@ void gemm_packed(const GemmKernels<T>& ks, bool ta, bool tb, int64_t M, int64_t 
         for (int64_t pb = 0; pb < kblocks; ++pb) {
           const int64_t pc = pb * KC, kc = std::min(KC, K - pc);
           const T beta_eff = pb == 0 ? beta : T(1);
+          ensure_b(pb, p0 / kGroup, ceil_div(p1, kGroup));
           ks.pack_a(ta, ta ? A + pc * lda + i0 : A + i0 * lda + pc, lda, mc, kc, Ap);
           const T* bblk = Bp + pb * KC * np * NR;
           for (int64_t p = p0; p < p1; ++p) {
@@ -254,6 +297,14 @@ void gemm_packed(const GemmKernels<T>& ks, bool ta, bool tb, int64_t M, int64_t 
               ks.micro(kc, Ap + ir * kc, bp, cp + ir * ldc, ldc, int(std::min(MR, mc - ir)), nr, alpha, beta_eff);
           }
         }
+      }
+      // Meet here with a yielding wait, so that the runtime's closing barrier (which spins)
+      // finds everyone already there: a thread spinning in it could otherwise keep a
+      // time-shared core from the thread it waits for.
+      const int team = omp_get_num_threads();
+      if (team > 1) {
+        finished.fetch_add(1, std::memory_order_acq_rel);
+        wait_until([&] { return finished.load(std::memory_order_acquire) == team; });
       }
     }
   }

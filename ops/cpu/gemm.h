@@ -8,7 +8,8 @@ namespace uoe::cpu {
 // C = alpha * op(A) * op(B) + beta * C, row-major everywhere.
 // op(A) is [M,K]: A stored [M,K] with row stride lda, or (trans_a) stored [K,M] with row stride lda.
 // op(B) is [K,N]: B stored [K,N] with row stride ldb, or (trans_b) stored [N,K] with row stride ldb.
-// beta == 0 means C is not read (it may hold NaN garbage).
+// beta == 0 means C is not read (it may hold NaN garbage). alpha == 0 or K == 0: C = beta * C
+// (A and B are not read).
 // Results are bit-identical whatever the OpenMP thread count. Called inside an active
 // OpenMP parallel region, it runs single-threaded.
 template <typename T>

@@ -135,7 +135,7 @@ UOE_AVX2 void pack_b(bool trans, const float* B, int64_t ldb, int64_t kc, int64_
 }  // namespace
 
 const GemmKernels<float>& gemm_kernels_avx2_f32() {
-  static const GemmKernels<float> k{MR, NR, 256, 144, 1 << 22, &micro, &pack_a, &pack_b};
+  static const GemmKernels<float> k{MR, NR, 512, 144, 1 << 22, &micro, &pack_a, &pack_b};
   return k;
 }
 

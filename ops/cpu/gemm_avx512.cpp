@@ -3,21 +3,15 @@
 
 #include "ops/cpu/gemm_isa.h"
 
-#define UOE_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma")))
+#define UOE_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma,prfchw")))
 
 namespace uoe::cpu::detail {
 namespace {
 
 constexpr int MR = 14;
 constexpr int NR = 32;
-#ifndef PF_B
-#define PF_B 16
-#endif
-#ifndef TAILK
-#define TAILK 24
-#endif
-constexpr int kPrefetchB = PF_B;  // k steps ahead that B is prefetched to L1
-constexpr int kTailK = TAILK;     // k steps left when the C tile is prefetched
+constexpr int kPrefetchB = 16;  // k steps ahead that B is prefetched to L1
+constexpr int kTailK = 24;      // k steps left when the C tile is prefetched
 
 UOE_AVX512 inline __mmask16 mask_first(int64_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1u);
@@ -39,8 +33,6 @@ UOE_AVX512 inline void store_row(float* c, __m512 acc0, __m512 acc1, __mmask16 m
   _mm512_mask_storeu_ps(c + 16, m1, r1);
 }
 
-// R rows (R <= MR) of the MR x 32 tile. Each C element is an FMA chain over k in ascending
-// order whatever R is, so edge tiles give the same bits as full ones.
 // One k step of the R x 32 tile: two B vectors, R broadcasts of A, 2R FMAs.
 template <int R>
 UOE_AVX512 inline void k_step(const float* a, const float* b, __m512* c0, __m512* c1) {
@@ -70,12 +62,10 @@ UOE_AVX512 void micro_rows(int64_t kc, const float* a, const float* b, float* c,
   // Main part, then prefetch the C tile, then the last kTailK steps (hides C's latency).
   const int64_t k_main = kc > kTailK ? kc - kTailK : 0;
   for (int64_t k = 0; k < k_main; ++k, a += MR, b += NR) k_step<R>(a, b, c0, c1);
-  if (beta != 0.0f) {
 #pragma GCC unroll 16
-    for (int i = 0; i < R; ++i) {
-      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + NR - 1), _MM_HINT_T0);
-    }
+  for (int i = 0; i < R; ++i) {  // for writing (prefetchw), also when beta == 0
+    __builtin_prefetch(c + i * ldc, 1, 3);
+    __builtin_prefetch(c + i * ldc + nr - 1, 1, 3);
   }
   for (int64_t k = k_main; k < kc; ++k, a += MR, b += NR) k_step<R>(a, b, c0, c1);
 
@@ -164,7 +154,8 @@ UOE_AVX512 void gather_transpose(const float* src, int64_t lds, int rows, int64_
     for (int j = 0; j < 16; ++j)
       r[j] = j < rows ? _mm512_maskz_loadu_ps(lm, src + j * lds + k) : _mm512_setzero_ps();
     transpose16(r);
-    for (int64_t kk = 0; kk < rem; ++kk) _mm512_mask_storeu_ps(dst + (k + kk) * dst_stride, store_mask, r[kk]);
+    for (int64_t kk = 0; kk < rem; ++kk)
+      _mm512_mask_storeu_ps(dst + (k + kk) * dst_stride, store_mask, r[kk]);
   }
 }
 
@@ -175,7 +166,8 @@ UOE_AVX512 void pack_a(bool trans, const float* A, int64_t lda, int64_t mc, int6
     if (trans) {  // A stored [K,M]: row k of the panel is contiguous
       const __mmask16 m = mask_first(rows);
       const float* s = A + i0;
-      for (int64_t k = 0; k < kc; ++k) _mm512_mask_storeu_ps(d + k * MR, 0x3FFF, _mm512_maskz_loadu_ps(m, s + k * lda));
+      for (int64_t k = 0; k < kc; ++k)
+        _mm512_mask_storeu_ps(d + k * MR, __mmask16(0x3FFF), _mm512_maskz_loadu_ps(m, s + k * lda));
     } else {
       // MR-lane stores: 16 lanes at a 14-float stride would overrun the panel.
       gather_transpose(A + i0 * lda, lda, rows, kc, d, MR, __mmask16(0x3FFF));
@@ -196,8 +188,12 @@ UOE_AVX512 void pack_b(bool trans, const float* B, int64_t ldb, int64_t kc, int6
       }
     } else {  // B stored [N,K]: transpose 16-column halves
       const float* s = B + j0 * ldb;
-      gather_transpose(s, ldb, cols < 16 ? int(cols) : 16, kc, d, NR, __mmask16(0xFFFF));
-      gather_transpose(s + 16 * ldb, ldb, cols > 16 ? int(cols - 16) : 0, kc, d + 16, NR, __mmask16(0xFFFF));
+      gather_transpose(s, ldb, cols < 16 ? int(cols) : 16, kc, d, NR, kAll);
+      if (cols > 16) {
+        gather_transpose(s + 16 * ldb, ldb, int(cols - 16), kc, d + 16, NR, kAll);
+      } else {
+        for (int64_t k = 0; k < kc; ++k) _mm512_store_ps(d + k * NR + 16, _mm512_setzero_ps());
+      }
     }
   }
 }
@@ -205,7 +201,7 @@ UOE_AVX512 void pack_b(bool trans, const float* B, int64_t ldb, int64_t kc, int6
 }  // namespace
 
 const GemmKernels<float>& gemm_kernels_avx512_f32() {
-  static const GemmKernels<float> k{MR, NR, 384, 336, 1 << 22, &micro, &pack_a, &pack_b};
+  static const GemmKernels<float> k{MR, NR, 1024, 336, 1 << 22, &micro, &pack_a, &pack_b};
   return k;
 }
 
