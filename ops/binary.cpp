@@ -11,9 +11,7 @@ namespace {
 using cpu::BinaryKind;
 
 Tensor run_binary(const char* op, BinaryKind kind, const Tensor& a, const Tensor& b) {
-  check_cpu_op(op, {a, b});
-  UOE_CHECK(a.dtype() == b.dtype(), "[", op, "] dtypes differ: a is ", describe(a), " and b is ", describe(b));
-  broadcast_shapes(a.shape(), b.shape(), op);
+  check_binary(op, a, b);
   return restore_dtype(cpu::binary(kind, compute_view(a), compute_view(b)), a.dtype());
 }
 

@@ -31,6 +31,12 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
   UOE_CHECK(a.dtype() == b.dtype(), "[", op, "] dtypes differ: ", describe(a), " and ", describe(b));
 }
 
+void check_binary(const char* op, const Tensor& a, const Tensor& b) {
+  check_cpu_op(op, {a, b});
+  UOE_CHECK(a.dtype() == b.dtype(), "[", op, "] dtypes differ: a is ", describe(a), " and b is ", describe(b));
+  broadcast_shapes(a.shape(), b.shape(), op);
+}
+
 void check_index(const char* op, const char* arg, const Tensor& t) {
   UOE_CHECK(is_integral(t.dtype()), "[", op, "] ", arg, " must be an int32 or int64 tensor, got ", describe(t));
 }

@@ -13,6 +13,8 @@ void check_cpu_op(const char* op, std::initializer_list<Tensor> tensors);
 // Floating dtype required; the error names the op, the argument and its dtype.
 void check_floating(const char* op, const char* arg, const Tensor& t);
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
+// Two operands of an elementwise op: one device, one dtype, broadcastable shapes.
+void check_binary(const char* op, const Tensor& a, const Tensor& b);
 // Integer (int32/int64) index tensor required.
 void check_index(const char* op, const char* arg, const Tensor& t);
 

@@ -5,10 +5,20 @@
 #include <sstream>
 
 #include "autograd/grad_mode.h"
+#include "core/error.h"
 #include "core/rng.h"
 #include "ops/ops.h"
 
 namespace uoe::testing {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 Tensor random_double(const Shape& shape, uint64_t seed, bool positive) {
   Generator g(seed);

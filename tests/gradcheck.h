@@ -24,6 +24,9 @@ struct GradCase {
 // first mismatch.
 std::string check_gradients(const GradCase& c, Layout layout, uint64_t seed, double tol = 1e-6);
 
+// The message of the uoe::Error that f throws, or "" when it throws none.
+std::string error_of(const std::function<void()>& f);
+
 // Random float64 tensor (no grad) for tests.
 Tensor random_double(const Shape& shape, uint64_t seed, bool positive = false);
 

@@ -33,34 +33,33 @@ std::string Args::required(const std::string& name) const {
   return it->second;
 }
 
-int64_t Args::integer(const std::string& name, int64_t def) const {
-  auto it = values_.find(name);
-  if (it == values_.end()) return def;
+// Parses the whole value of --name with `parse` (std::stoll or std::stod), else the error names the flag.
+template <typename T, typename Parse>
+T parse_flag(const std::string& command, const std::string& name, const std::string& value, const char* what,
+             Parse parse) {
   size_t used = 0;
-  int64_t v = 0;
+  T v{};
   try {
-    v = std::stoll(it->second, &used);
+    v = parse(value, &used);
   } catch (const std::exception&) {
     used = 0;
   }
-  UOE_CHECK(used == it->second.size() && used > 0, "uoe ", command_, ": --", name, " expects an integer, got '",
-            it->second, "'");
+  UOE_CHECK(used == value.size() && used > 0, "uoe ", command, ": --", name, " expects ", what, ", got '", value, "'");
   return v;
+}
+
+int64_t Args::integer(const std::string& name, int64_t def) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return def;
+  return parse_flag<int64_t>(command_, name, it->second, "an integer",
+                             [](const std::string& s, size_t* used) { return std::stoll(s, used); });
 }
 
 double Args::number(const std::string& name, double def) const {
   auto it = values_.find(name);
   if (it == values_.end()) return def;
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(it->second, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  UOE_CHECK(used == it->second.size() && used > 0, "uoe ", command_, ": --", name, " expects a number, got '",
-            it->second, "'");
-  return v;
+  return parse_flag<double>(command_, name, it->second, "a number",
+                            [](const std::string& s, size_t* used) { return std::stod(s, used); });
 }
 
 }  // namespace uoe::cli

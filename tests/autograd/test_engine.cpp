@@ -7,23 +7,18 @@
 #include "autograd/graph_dump.h"
 #include "autograd/grad_mode.h"
 #include "core/error.h"
+#include "gradcheck.h"
 #include "ops/ops.h"
 
 namespace uoe {
 namespace {
 
+using testing::error_of;
+
 Tensor leaf(std::vector<double> v, Shape s) {
   return from_vector(v, s, TensorOptions{}.with_dtype(DType::Float64)).requires_grad_();
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(AutogradEngine, DiamondGraphSumsBothPaths) {
   // y = a*b + exp(a)  with b = a*3:  dy/da = 6a + exp(a)

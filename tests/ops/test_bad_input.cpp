@@ -2,20 +2,14 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "gradcheck.h"
 #include "ops/ops.h"
 
 namespace uoe {
 namespace {
 
-// Runs f and returns the message of the uoe::Error it throws ("" if none).
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
+
 
 void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
   const std::string msg = error_of(f);
