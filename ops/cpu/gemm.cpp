@@ -218,13 +218,15 @@ void gemm_packed(const GemmKernels<T>& ks, bool ta, bool tb, int64_t M, int64_t 
   const int64_t KC = ceil_div(ceil_div(K, ceil_div(K, ks.kc)), 8) * 8;
   const int64_t kblocks = ceil_div(K, KC);
   const int64_t NC = std::min(ceil_div(N, NR), std::max<int64_t>(1, ks.b_elems / (K * NR))) * NR;
-  constexpr int64_t kGroup = 4;  // B panels packed together
+  constexpr int64_t kGroup = 8;  // B panels packed together
 
   const int64_t mtiles = ceil_div(M, MR);
   const int nt = int(std::min<int64_t>(threads_for(M, N, K), mtiles * ceil_div(NC, NR)));
   // Units: row blocks of at most ks.mc rows (MR tiles spread evenly), their count a multiple of
   // the threads and at least kUnitsPerThread per thread when M allows, so that the dynamic
-  // scheduling evens out the load; when M is too small, the columns are split as well.
+  // scheduling evens out the load. Row blocks share the packed B, while a column split makes
+  // each share pack its rows of A again, which measured slower: the columns are split only
+  // when there are too few row tiles.
   constexpr int64_t kUnitsPerThread = 3;
   const int64_t want = nt > 1 ? kUnitsPerThread * nt : 1;
   const int64_t mblocks = std::min(mtiles, ceil_div(std::max(ceil_div(M, ks.mc), want), nt) * nt);

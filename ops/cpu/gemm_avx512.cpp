@@ -59,11 +59,18 @@ UOE_AVX512 void micro_rows(int64_t kc, const float* a, const float* b, float* c,
     c0[i] = _mm512_setzero_ps();
     c1[i] = _mm512_setzero_ps();
   }
-  // Main part, then prefetch the C tile, then the last kTailK steps (hides C's latency).
+  // The C tile is prefetched for writing (prefetchw, also when beta == 0) at the start, which
+  // hides a DRAM miss when kc is small, and again kTailK steps before the end, in case the
+  // streaming of A and B evicted it from L1 meanwhile.
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) {
+    __builtin_prefetch(c + i * ldc, 1, 3);
+    __builtin_prefetch(c + i * ldc + nr - 1, 1, 3);
+  }
   const int64_t k_main = kc > kTailK ? kc - kTailK : 0;
   for (int64_t k = 0; k < k_main; ++k, a += MR, b += NR) k_step<R>(a, b, c0, c1);
 #pragma GCC unroll 16
-  for (int i = 0; i < R; ++i) {  // for writing (prefetchw), also when beta == 0
+  for (int i = 0; i < R; ++i) {
     __builtin_prefetch(c + i * ldc, 1, 3);
     __builtin_prefetch(c + i * ldc + nr - 1, 1, 3);
   }
@@ -102,6 +109,7 @@ UOE_AVX512 void micro(int64_t kc, const float* a, const float* b, float* c, int6
 // Full-mask maskz forms: same instructions as the plain intrinsics, whose _mm512_undefined_ps()
 // trips GCC 12's -Wmaybe-uninitialized.
 constexpr __mmask16 kAll = 0xFFFF;
+constexpr __mmask16 kMR = 0x3FFF;  // MR = 14 lanes: a packed A row (stores must not overrun it)
 
 // In-register transpose of a 16x16 block: on return r[c] holds column c of the input rows.
 UOE_AVX512 inline void transpose16(__m512 r[16]) {
@@ -159,41 +167,55 @@ UOE_AVX512 void gather_transpose(const float* src, int64_t lds, int rows, int64_
   }
 }
 
+// Both packers walk the source row by row where rows are contiguous (trans A, plain B), covering
+// every panel of the block per row: sequential reads and one page per row instead of one per
+// row and panel.
 UOE_AVX512 void pack_a(bool trans, const float* A, int64_t lda, int64_t mc, int64_t kc, float* dst) {
-  for (int64_t i0 = 0; i0 < mc; i0 += MR) {
-    const int rows = mc - i0 < MR ? int(mc - i0) : MR;
-    float* d = dst + i0 * kc;
-    if (trans) {  // A stored [K,M]: row k of the panel is contiguous
-      const __mmask16 m = mask_first(rows);
-      const float* s = A + i0;
-      for (int64_t k = 0; k < kc; ++k)
-        _mm512_mask_storeu_ps(d + k * MR, __mmask16(0x3FFF), _mm512_maskz_loadu_ps(m, s + k * lda));
-    } else {
-      // MR-lane stores: 16 lanes at a 14-float stride would overrun the panel.
-      gather_transpose(A + i0 * lda, lda, rows, kc, d, MR, __mmask16(0x3FFF));
+  if (trans) {  // A stored [K,M]: row k holds the block's mc values contiguously
+    const int64_t full = mc / MR, rem = mc - full * MR;
+    const __mmask16 mrem = mask_first(rem);
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* s = A + k * lda;
+      float* d = dst + k * MR;
+      for (int64_t p = 0; p < full; ++p)
+        _mm512_mask_storeu_ps(d + p * MR * kc, kMR, _mm512_maskz_loadu_ps(kMR, s + p * MR));
+      if (rem) _mm512_mask_storeu_ps(d + full * MR * kc, kMR, _mm512_maskz_loadu_ps(mrem, s + full * MR));
     }
+    return;
+  }
+  for (int64_t i0 = 0; i0 < mc; i0 += MR) {  // A stored [M,K]: transpose 16-k slices of MR rows
+    const int rows = mc - i0 < MR ? int(mc - i0) : MR;
+    gather_transpose(A + i0 * lda, lda, rows, kc, dst + i0 * kc, MR, kMR);
   }
 }
 
 UOE_AVX512 void pack_b(bool trans, const float* B, int64_t ldb, int64_t kc, int64_t nc, float* dst) {
-  for (int64_t j0 = 0; j0 < nc; j0 += NR) {
+  if (!trans) {  // B stored [K,N]: row k holds the block's nc values contiguously
+    const int64_t full = nc / NR, rem = nc - full * NR;
+    const __mmask16 m0 = mask_first(rem), m1 = mask_first(rem - 16);
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* s = B + k * ldb;
+      float* d = dst + k * NR;
+      for (int64_t p = 0; p < full; ++p) {
+        _mm512_store_ps(d + p * NR * kc, _mm512_loadu_ps(s + p * NR));
+        _mm512_store_ps(d + p * NR * kc + 16, _mm512_loadu_ps(s + p * NR + 16));
+      }
+      if (rem) {
+        _mm512_store_ps(d + full * NR * kc, _mm512_maskz_loadu_ps(m0, s + full * NR));
+        _mm512_store_ps(d + full * NR * kc + 16, _mm512_maskz_loadu_ps(m1, s + full * NR + 16));
+      }
+    }
+    return;
+  }
+  for (int64_t j0 = 0; j0 < nc; j0 += NR) {  // B stored [N,K]: transpose 16-column halves
     const int64_t cols = nc - j0 < NR ? nc - j0 : NR;
+    const float* s = B + j0 * ldb;
     float* d = dst + j0 * kc;
-    if (!trans) {  // B stored [K,N]: row k of the panel is contiguous
-      const __mmask16 m0 = mask_first(cols), m1 = mask_first(cols - 16);
-      const float* s = B + j0;
-      for (int64_t k = 0; k < kc; ++k) {
-        _mm512_store_ps(d + k * NR, _mm512_maskz_loadu_ps(m0, s + k * ldb));
-        _mm512_store_ps(d + k * NR + 16, _mm512_maskz_loadu_ps(m1, s + k * ldb + 16));
-      }
-    } else {  // B stored [N,K]: transpose 16-column halves
-      const float* s = B + j0 * ldb;
-      gather_transpose(s, ldb, cols < 16 ? int(cols) : 16, kc, d, NR, kAll);
-      if (cols > 16) {
-        gather_transpose(s + 16 * ldb, ldb, int(cols - 16), kc, d + 16, NR, kAll);
-      } else {
-        for (int64_t k = 0; k < kc; ++k) _mm512_store_ps(d + k * NR + 16, _mm512_setzero_ps());
-      }
+    gather_transpose(s, ldb, cols < 16 ? int(cols) : 16, kc, d, NR, kAll);
+    if (cols > 16) {
+      gather_transpose(s + 16 * ldb, ldb, int(cols - 16), kc, d + 16, NR, kAll);
+    } else {
+      for (int64_t k = 0; k < kc; ++k) _mm512_store_ps(d + k * NR + 16, _mm512_setzero_ps());
     }
   }
 }
