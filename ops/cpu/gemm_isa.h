@@ -20,8 +20,9 @@ GemmIsa gemm_active_isa();
 // (k, j) at [k*NR + j], columns past the edge zero-filled. Buffers are 64-byte aligned.
 template <typename T>
 struct GemmKernels {
-  int mr, nr;          // register tile
-  int64_t kc;       // K block; fixed per ISA (it decides the summation order)
+  int mr, nr;       // register tile
+  int64_t kc;       // largest K block; K is cut into equal blocks by K and this alone (never by
+                    // the thread count), as the blocks fix the summation order
   int64_t mc;       // largest row block (A block mc x kc stays in L2)
   int64_t b_elems;  // largest packed B (K x NC elements) per column block
   // C[0:mr, 0:nr] = alpha * Apanel * Bpanel + beta * C (beta == 0: C not read); mr <= MR, nr <= NR.
