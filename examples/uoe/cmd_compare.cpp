@@ -1,6 +1,11 @@
 // uoe compare: trains each FFN kind at matched active compute for the same wall-clock budget
 // and writes results.md (validation loss mean ± std over seeds) and val_loss.svg.
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
 
 #include <cmath>
 #include <cstdio>
@@ -11,7 +16,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "nn/accounting.h"
-#include "nn/trainer.h"
+#include "core/json.h"
 #include "svg_plot.h"
 
 namespace uoe::cli {
@@ -25,19 +30,63 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
+struct EvalRow {
+  double tokens = 0, val_loss = 0;
+};
+
+struct Metrics {
+  std::vector<EvalRow> curve;  // validation points
+  double tokens_per_s = 0, steps = 0, tokens = 0;
+};
+
 struct Run {
   std::string arch;
   uint64_t seed;
-  nn::TrainResult result;
+  std::string dir;
+  Metrics metrics;
 };
+
+Metrics read_metrics(const std::string& path) {
+  Metrics m;
+  std::ifstream in(path);
+  UOE_CHECK(in, "cannot read ", path);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    const json::Value v = json::parse(line, path);
+    m.steps = double(v.at("step").as_int());
+    m.tokens = double(v.at("tokens").as_int());
+    m.tokens_per_s = v.at("tokens_per_s").as_double();
+    if (v.contains("val_loss")) m.curve.push_back({m.tokens, v.at("val_loss").as_double()});
+  }
+  UOE_CHECK(!m.curve.empty(), path, " has no validation point");
+  return m;
+}
+
+// Starts a child process running args (stdout and stderr to log_path); returns its pid.
+pid_t spawn(const std::vector<std::string>& args, const std::string& log_path) {
+  const pid_t pid = ::fork();
+  UOE_CHECK(pid >= 0, "fork failed");
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (const std::string& s : args) argv.push_back(const_cast<char*>(s.c_str()));
+    argv.push_back(nullptr);
+    const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
 
 }  // namespace
 
 int cmd_compare(const std::vector<std::string>& argv) {
   const Args a("compare", argv,
-               {"data", "archs", "minutes", "seeds", "out", "batch", "seq", "lr", "steps", "threads", "eval-every",
-                "eval-batches", "preset-prefix"});
-  set_threads(a.integer("threads", 0));
+               {"data", "archs", "minutes", "seeds", "out", "batch", "seq", "lr", "steps", "threads", "jobs",
+                "eval-every", "eval-batches", "preset-prefix"});
   const std::string out = a.required("out"), data = a.required("data");
   const std::vector<std::string> archs = split_list(a.str("archs", "dense,moe,aoe,uoe"));
   const int64_t seeds = a.integer("seeds", 2);
@@ -47,29 +96,49 @@ int cmd_compare(const std::vector<std::string>& argv) {
   ::mkdir(out.c_str(), 0755);
   auto tok = nn::make_byte_tokenizer();
   const auto tokens = open_tokens(data, *tok, out + "/tokens.bin");
-  const nn::TokenDataset dataset(tokens);
 
+  // Every (kind, seed) run is a child `uoe train` process; --jobs of them run at once, each with
+  // --threads / --jobs threads, so every kind gets the same resources.
+  const int64_t jobs = a.integer("jobs", 1), threads = a.integer("threads", 2);
+  UOE_CHECK(jobs >= 1 && threads >= jobs, "--jobs must be between 1 and --threads");
   std::vector<Run> runs;
   for (const std::string& arch : archs)
-    for (int64_t s = 0; s < seeds; ++s) {
-      const nn::ModelConfig config = nn::load_model_config(prefix + arch);
-      nn::TrainOptions o;
-      o.steps = a.integer("steps", 1000);
-      o.batch = a.integer("batch", 16);
-      o.seq = a.integer("seq", config.context);
-      o.lr = a.number("lr", 1e-3);
-      o.seed = uint64_t(s);
-      o.eval_every = a.integer("eval-every", 25);
-      o.eval_batches = a.integer("eval-batches", 8);
-      o.time_limit_s = minutes * 60;
-      o.out_dir = out + "/" + arch + "-seed" + std::to_string(s);
-      std::printf("== %s seed %ld (%.1f min)\n", arch.c_str(), long(s), minutes);
-      std::fflush(stdout);
-      runs.push_back({arch, uint64_t(s), nn::train(config, o, dataset, *tok)});
-    }
+    for (int64_t s = 0; s < seeds; ++s) runs.push_back({arch, uint64_t(s), out + "/" + arch + "-seed" + std::to_string(s), {}});
+  std::vector<std::pair<pid_t, size_t>> active;
+  auto reap_one = [&] {
+    int status = 0;
+    const pid_t pid = ::wait(&status);
+    for (size_t i = 0; i < active.size(); ++i)
+      if (active[i].first == pid) {
+        const Run& r = runs[active[i].second];
+        UOE_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the run ", r.arch, " seed ", r.seed, " failed (see ",
+                  r.dir, "/train.log)");
+        active.erase(active.begin() + long(i));
+        return;
+      }
+  };
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (int64_t(active.size()) == jobs) reap_one();
+    const Run& r = runs[i];
+    std::printf("== %s seed %lu (%.1f min, %ld threads)\n", r.arch.c_str(), (unsigned long)r.seed, minutes,
+                long(threads / jobs));
+    std::fflush(stdout);
+    ::mkdir(r.dir.c_str(), 0755);
+    const std::vector<std::string> args = {
+        "/proc/self/exe", "train", "--config", prefix + r.arch, "--data", tokens->path(), "--out", r.dir,
+        "--steps", std::to_string(a.integer("steps", 1000)), "--batch", std::to_string(a.integer("batch", 16)),
+        "--seq", std::to_string(a.integer("seq", 256)), "--lr", a.str("lr", "1e-3"), "--seed", std::to_string(r.seed),
+        "--eval-every", std::to_string(a.integer("eval-every", 25)), "--eval-batches",
+        std::to_string(a.integer("eval-batches", 8)), "--minutes", std::to_string(minutes), "--threads",
+        std::to_string(threads / jobs), "--quiet"};
+    active.emplace_back(spawn(args, r.dir + "/train.log"), i);
+  }
+  while (!active.empty()) reap_one();
+  for (Run& r : runs) r.metrics = read_metrics(r.dir + "/metrics.jsonl");
 
   std::ostringstream md;
-  md << "# uoe compare\n\n" << seeds << " seed(s) x " << minutes << " min per kind, batch " << a.integer("batch", 16)
+  md << "# uoe compare\n\n" << seeds << " seed(s) x " << minutes << " min per kind, " << jobs
+     << " run(s) at a time with " << threads / jobs << " thread(s) each, batch " << a.integer("batch", 16)
      << " x " << a.integer("seq", 256) << ", AdamW lr " << a.number("lr", 1e-3) << ", data `" << data << "`\n\n";
   md << "| kind | val loss (nats/token) | tokens/s | steps | tokens seen | total params | active params |\n";
   md << "|---|---|---|---|---|---|---|\n";
@@ -79,15 +148,16 @@ int cmd_compare(const std::vector<std::string>& argv) {
     int n = 0;
     for (const Run& r : runs) {
       if (r.arch != arch) continue;
-      sum += r.result.final_val_loss;
-      sumsq += r.result.final_val_loss * r.result.final_val_loss;
-      tps += r.result.tokens_per_s;
-      steps += double(r.result.steps);
-      seen += r.result.curve.empty() ? 0 : double(r.result.curve.back().tokens);
+      const double last = r.metrics.curve.back().val_loss;
+      sum += last;
+      sumsq += last * last;
+      tps += r.metrics.tokens_per_s;
+      steps += r.metrics.steps;
+      seen += r.metrics.tokens;
       ++n;
       Series sr{arch + " seed " + std::to_string(r.seed), {}, {}};
-      for (const nn::EvalPoint& p : r.result.curve) {
-        sr.x.push_back(double(p.tokens));
+      for (const EvalRow& p : r.metrics.curve) {
+        sr.x.push_back(p.tokens);
         sr.y.push_back(p.val_loss);
       }
       series.push_back(sr);

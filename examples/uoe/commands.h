@@ -14,12 +14,13 @@ int cmd_eval(const std::vector<std::string>& argv);
 int cmd_sample(const std::vector<std::string>& argv);
 int cmd_info(const std::vector<std::string>& argv);
 int cmd_compare(const std::vector<std::string>& argv);
+int cmd_prepare(const std::vector<std::string>& argv);
 
 // Token ids for `data_path`: a prepared token file is used as is; a text file is tokenised
 // into `cache_path` with `tok` first.
 std::shared_ptr<nn::TokenFile> open_tokens(const std::string& data_path, const nn::Tokenizer& tok,
                                           const std::string& cache_path);
-// "byte" or "bpe:<vocab>" (trained on the text at data_path).
+// "byte", "bpe:<vocab>" (trained on the text at data_path) or a saved tokenizer .json file.
 std::unique_ptr<nn::Tokenizer> make_tokenizer(const std::string& spec, const std::string& data_path);
 void set_threads(int64_t threads);
 

@@ -25,10 +25,14 @@ std::shared_ptr<nn::TokenFile> open_tokens(const std::string& data_path, const n
 std::unique_ptr<nn::Tokenizer> make_tokenizer(const std::string& spec, const std::string& data_path) {
   if (spec == "byte") return nn::make_byte_tokenizer();
   if (spec.rfind("bpe:", 0) == 0) {
-    const int64_t vocab = std::stoll(spec.substr(4));
+    const std::string digits = spec.substr(4);
+    UOE_CHECK(!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos,
+              "--tokenizer '", spec, "': expected bpe:<vocab size>, e.g. bpe:1024");
+    const int64_t vocab = std::stoll(digits);
     return nn::train_bpe(read_file_bytes(data_path), vocab);
   }
-  fail("--tokenizer '", spec, "' is not 'byte' or 'bpe:<vocab size>'");
+  if (spec.size() > 5 && spec.substr(spec.size() - 5) == ".json") return nn::load_tokenizer(spec);
+  fail("--tokenizer '", spec, "' is not 'byte', 'bpe:<vocab size>' or a tokenizer .json file");
 }
 
 void set_threads(int64_t threads) {

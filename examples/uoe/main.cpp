@@ -12,10 +12,11 @@ const char* kUsage =
     "usage: uoe <command> [flags]\n"
     "  train   --config <preset|file.json> --data <text> --out <dir> [--steps N] [--batch B] [--seq T] [--lr X]\n"
     "          [--threads N] [--seed S] [--resume] [--eval-every N] [--save-every N] [--grad-accum N]\n"
-    "          [--optimizer adamw|sgd] [--tokenizer byte|bpe:V] [--minutes M] [--quiet]\n"
+    "          [--optimizer adamw|sgd] [--tokenizer byte|bpe:V|file.json] [--minutes M] [--quiet]\n"
     "  eval    --ckpt <dir> --data <text> [--batch B] [--seq T] [--max-batches N] [--threads N]\n"
     "  sample  --ckpt <dir> --prompt \"...\" [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
     "  info    --config <preset|file.json>\n"
+    "  prepare --data <text> --out <tokens.bin> [--tokenizer byte|bpe:V|file.json] [--tokenizer-out tok.json]\n"
     "  compare --data <text> --out <dir> [--archs dense,moe,aoe,uoe] [--minutes M] [--seeds S] [--steps N]\n"
     "presets: tiny-uoe, tiny-moe, tiny-aoe, tiny-dense\n";
 
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
     if (cmd == "sample") return uoe::cli::cmd_sample(rest);
     if (cmd == "info") return uoe::cli::cmd_info(rest);
     if (cmd == "compare") return uoe::cli::cmd_compare(rest);
+    if (cmd == "prepare") return uoe::cli::cmd_prepare(rest);
     std::fprintf(stderr, "uoe: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const std::exception& e) {

@@ -105,9 +105,9 @@ TEST(Training, SameSeedSameLossesWhateverTheThreadCount) {
 }
 
 // Starts `uoe train` (the CLI built beside the tests) on the micro UoE config; returns the pid.
-pid_t spawn_train(const std::string& dir, const std::string& out, bool resume, int64_t save_every) {
+pid_t spawn_train(const std::string& dir, const std::string& out, bool resume, int64_t save_every, int64_t steps = 12) {
   std::vector<std::string> args = {UOE_CLI_PATH, "train", "--config", dir + "/micro.json", "--data", dir + "/text.txt",
-                                   "--out", out, "--steps", "12", "--batch", "4", "--seq", "32", "--lr", "3e-3",
+                                   "--out", out, "--steps", std::to_string(steps), "--batch", "4", "--seq", "32", "--lr", "3e-3",
                                    "--warmup", "2", "--eval-every", "0", "--eval-batches", "2", "--save-every",
                                    std::to_string(save_every), "--quiet"};
   if (resume) args.push_back("--resume");
@@ -153,6 +153,38 @@ TEST(Training, ResumeAfterKillIsBitExact) {
   const auto straight = losses(dir + "/straight"), split = losses(dir + "/split");
   EXPECT_EQ(straight.size(), 12u);
   EXPECT_EQ(straight, split) << "resumed from step " << at;
+}
+
+TEST(Training, SigtermSavesACheckpointAndExitsCleanly) {
+  const std::string dir = temp_dir("sigterm");
+  micro_data(dir);
+  std::ofstream(dir + "/micro.json") << to_json(micro(FfnKind::MoE)).dump(2);
+  const pid_t child = spawn_train(dir, dir + "/run", false, 0, 100000);
+  for (int i = 0; i < 12000 && losses(dir + "/run").size() < 3; ++i) usleep(5000);
+  kill(child, SIGTERM);
+  EXPECT_EQ(wait_for(child), 0);
+  const auto l = losses(dir + "/run");
+  ASSERT_GE(l.size(), 3u);
+  EXPECT_EQ(load_checkpoint(dir + "/run/checkpoint").trainer_state.at("step").as_int(), int64_t(l.size()));
+}
+
+TEST(Training, GradientAccumulationAndSgdTrain) {
+  const std::string dir = temp_dir("accum");
+  auto data = micro_data(dir);
+  auto tok = make_byte_tokenizer();
+  TrainOptions o = options(dir + "/accum", 20);
+  o.grad_accum = 2;
+  o.batch = 2;
+  train(micro(FfnKind::AoE), o, *data, *tok);
+  const auto l = losses(dir + "/accum");
+  ASSERT_EQ(l.size(), 20u);
+  EXPECT_LT(l.back(), l.front() - 0.5);
+  TrainOptions s = options(dir + "/sgd", 20);
+  s.optimizer = "sgd";
+  s.lr = 0.3;
+  train(micro(FfnKind::Dense), s, *data, *tok);
+  const auto ls = losses(dir + "/sgd");
+  EXPECT_LT(ls.back(), ls.front() - 0.5);
 }
 
 TEST(Training, CheckpointRoundTripAndBadDirectory) {
