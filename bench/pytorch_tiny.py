@@ -118,6 +118,7 @@ class LM(nn.Module):
     def __init__(self, arch):
         super().__init__()
         self.embed = nn.Embedding(VOCAB, D_MODEL)
+        nn.init.normal_(self.embed.weight, std=0.02)
         self.blocks = nn.ModuleList(Block(arch) for _ in range(LAYERS))
         self.norm = RMSNorm()
 
