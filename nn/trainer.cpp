@@ -131,6 +131,8 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     model.load_state_dict(c.model);
     opt->load_state(c.optimizer);
     start = c.trainer_state.at("step").as_int();
+    const json::Value& rng = c.trainer_state.at("rng");
+    default_generator().set_state(rng.at("seed").as_uint(), rng.at("offset").as_uint());
     tokens_seen = c.trainer_state.at("tokens_seen").as_int();
     truncate_metrics(metrics_path, start);
   } else {
@@ -142,6 +144,10 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     s["tokens_seen"] = tokens_seen;
     s["seed"] = o.seed;
     s["data_cursor"] = step * o.grad_accum;  // batches are keyed by (seed, micro-step)
+    json::Value rng = json::Value::object();  // the default generator (initialisation, dropout)
+    rng["seed"] = default_generator().seed();
+    rng["offset"] = default_generator().offset();
+    s["rng"] = rng;
     s["lr"] = warmup_cosine_lr(step, warmup, o.steps, o.lr, min_lr);
     s["warmup"] = warmup;
     s["total_steps"] = o.steps;

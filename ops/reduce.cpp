@@ -36,34 +36,20 @@ struct SumBackward final : autograd::Node {
   std::vector<Tensor> apply(const Tensor& g) override { return {g.reshape(keep_shape).expand(in_shape)}; }
 };
 
-// grad of max/min along dim: g goes to the selected element.
-struct SelectExtremeBackward final : autograd::Node {
-  const char* op;
-  int64_t dim;
-  Shape in_shape, keep_shape;
-  SelectExtremeBackward(const char* o, int64_t d, Shape in, Shape keep)
-      : op(o), dim(d), in_shape(std::move(in)), keep_shape(std::move(keep)) {}
-  std::string name() const override { return op; }
-  std::vector<Tensor> apply(const Tensor& g) override {
-    const Tensor idx = saved(0).reshape(keep_shape);
-    return {scatter_add(zeros(in_shape, like(g)), dim, idx, g.reshape(keep_shape))};
-  }
-};
-
 std::pair<Tensor, Tensor> extreme(const char* op, const Tensor& x, int64_t dim, bool keepdim, bool is_max) {
   check_cpu_op(op, {x});
   dim = wrap_dim(dim, x.dim(), op);
   const Tensor xv = x.dim() == 0 ? x.reshape({1}) : x;
   auto [values, indices] = cpu::reduce_minmax(compute_view(xv), dim, is_max);
-  values = restore_dtype(values, x.dtype());
   Shape keep = xv.shape();
   keep[dim] = 1;
-  if (keepdim) {
-    values = values.reshape(keep);
-    indices = indices.reshape(keep);
+  indices = indices.reshape(keep);
+  // With grad, the values are gathered at the indices: gather's backward routes g to them.
+  values = autograd::needs_grad({xv}) ? gather(xv, dim, indices) : restore_dtype(values, x.dtype()).reshape(keep);
+  if (!keepdim) {
+    values = values.squeeze(dim);
+    indices = indices.squeeze(dim);
   }
-  if (auto node = autograd::record<SelectExtremeBackward>(values, {xv}, op, dim, xv.shape(), keep))
-    node->save({indices});
   if (x.dim() == 0) return {values.reshape({}), indices.reshape({})};
   return {values, indices};
 }

@@ -1,4 +1,4 @@
-// topk: the k largest (or smallest) entries along a dim, sorted; values are differentiable.
+// topk: the k largest (or smallest) entries along a dim, sorted; values are differentiable (through gather).
 #include "autograd/node.h"
 #include "core/error.h"
 #include "ops/cpu/index_kernels.h"
@@ -6,20 +6,6 @@
 #include "ops/ops.h"
 
 namespace uoe::ops {
-namespace {
-
-// grad of the selected values flows back to the positions they came from.
-struct TopkBackward final : autograd::Node {
-  Shape in_shape;
-  int64_t dim;
-  TopkBackward(Shape s, int64_t d) : in_shape(std::move(s)), dim(d) {}
-  std::string name() const override { return "topk"; }
-  std::vector<Tensor> apply(const Tensor& g) override {
-    return {scatter_add(zeros(in_shape, like(g)), dim, saved(0), g)};
-  }
-};
-
-}  // namespace
 
 std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest) {
   check_cpu_op("topk", {x});
@@ -28,9 +14,9 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool lar
   UOE_CHECK(k >= 0 && k <= x.size(dim), "[topk] k = ", k, " is out of range for dim ", dim, " of size ", x.size(dim),
             " (shape ", shape_str(x.shape()), ")");
   auto [values, indices] = cpu::topk(compute_view(x), k, dim, largest);
-  values = restore_dtype(values, x.dtype());
-  if (auto node = autograd::record<TopkBackward>(values, {x}, x.shape(), dim)) node->save({indices});
-  return {values, indices};
+  // With grad, the values are gathered at the indices: gather's backward routes g to them.
+  if (autograd::needs_grad({x})) return {gather(x, dim, indices), indices};
+  return {restore_dtype(values, x.dtype()), indices};
 }
 
 }  // namespace uoe::ops

@@ -187,6 +187,43 @@ TEST(Training, GradientAccumulationAndSgdTrain) {
   EXPECT_LT(ls.back(), ls.front() - 0.5);
 }
 
+// Runs a shell command; returns its stdout and stderr and sets *code to its exit status.
+std::string run_command(const std::string& cmd, int* code) {
+  std::string out;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int status = ::pclose(p);
+  *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+TEST(Training, CliEvalSampleInfoAndErrors) {
+  const std::string dir = temp_dir("cli");
+  micro_data(dir);
+  std::ofstream(dir + "/micro.json") << to_json(micro(FfnKind::UoE)).dump(2);
+  ASSERT_EQ(wait_for(spawn_train(dir, dir + "/run", false, 0, 4)), 0);
+  const std::string cli = UOE_CLI_PATH, ckpt = dir + "/run/checkpoint";
+  int code = 0;
+  std::string out = run_command(cli + " eval --ckpt " + ckpt + " --data " + dir + "/text.txt --seq 32", &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("nats/token"), std::string::npos) << out;
+  EXPECT_NE(out.find("bits/byte"), std::string::npos) << out;
+  out = run_command(cli + " sample --ckpt " + ckpt + " --prompt 'the quick' --tokens 20 --top-k 5 --seed 3", &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(out.rfind("the quick", 0), 0u) << out;
+  EXPECT_EQ(out, run_command(cli + " sample --ckpt " + ckpt + " --prompt 'the quick' --tokens 20 --top-k 5 --seed 3", &code));
+  out = run_command(cli + " info --config tiny-uoe", &code);
+  EXPECT_EQ(code, 0);
+  for (const char* kind : {"dense", "moe", "aoe", "uoe  "}) EXPECT_NE(out.find(kind), std::string::npos) << out;
+  out = run_command(cli + " train --config tiny-uoe --bogus 1", &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("unknown flag --bogus"), std::string::npos) << out;
+  out = run_command(cli + " eval --ckpt " + dir + "/nothing --data x", &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("no checkpoint"), std::string::npos) << out;
+}
+
 TEST(Training, CheckpointRoundTripAndBadDirectory) {
   const std::string dir = temp_dir("ckpt");
   auto data = micro_data(dir);
