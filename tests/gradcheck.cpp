@@ -1,6 +1,8 @@
 // Finite-difference gradient checks: analytical backward vs central differences, in float64.
 #include "gradcheck.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <sstream>
 
@@ -18,6 +20,12 @@ std::string error_of(const std::function<void()>& f) {
     return e.what();
   }
   return "";
+}
+
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  const std::string msg = error_of(f);
+  ASSERT_FALSE(msg.empty()) << "expected an error containing " << parts[0];
+  for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "message: " << msg << "\nmissing: " << p;
 }
 
 Tensor random_double(const Shape& shape, uint64_t seed, bool positive) {

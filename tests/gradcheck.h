@@ -27,6 +27,9 @@ std::string check_gradients(const GradCase& c, Layout layout, uint64_t seed, dou
 // The message of the uoe::Error that f throws, or "" when it throws none.
 std::string error_of(const std::function<void()>& f);
 
+// Expects f to throw a uoe::Error whose message contains every one of `parts`.
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts);
+
 // Random float64 tensor (no grad) for tests.
 Tensor random_double(const Shape& shape, uint64_t seed, bool positive = false);
 

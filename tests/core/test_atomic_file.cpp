@@ -2,6 +2,8 @@
 #include "core/atomic_file.h"
 
 #include <gtest/gtest.h>
+
+#include "gradcheck.h"
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +16,8 @@
 
 namespace uoe {
 namespace {
+
+using uoe::testing::error_of;
 
 namespace fs = std::filesystem;
 
@@ -37,16 +41,6 @@ class AtomicFile : public ::testing::Test {
   }
 
   static void write_plain(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
-
-  template <typename F>
-  static std::string error_of(F&& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
-  }
 
   std::string root_;
 };

@@ -2,6 +2,8 @@
 #include "core/json.h"
 
 #include <gtest/gtest.h>
+
+#include "gradcheck.h"
 #include <unistd.h>
 
 #include <bit>
@@ -17,16 +19,7 @@
 namespace uoe::json {
 namespace {
 
-// The message of the uoe::Error that `f` throws ("" when it throws none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using uoe::testing::error_of;
 
 TEST(Json, ParsesEveryKindAndRoundTrips) {
   const std::string text =

@@ -2,6 +2,8 @@
 #include "core/safetensors.h"
 
 #include <gtest/gtest.h>
+
+#include "gradcheck.h"
 #include <unistd.h>
 
 #include <cstring>
@@ -40,15 +42,7 @@ Tensor random_bits(DType dt, const Shape& shape, std::mt19937_64& rng) {
   return t;
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using uoe::testing::error_of;
 
 TEST(Safetensors, RoundTripsEveryDtypeBitExactly) {
   std::mt19937_64 rng(7);

@@ -2,6 +2,8 @@
 #include "nn/dataset.h"
 
 #include <gtest/gtest.h>
+
+#include "gradcheck.h"
 #include <unistd.h>
 
 #include <filesystem>
@@ -35,15 +37,7 @@ struct TempDir {
   std::string operator/(const std::string& name) const { return (dir / name).string(); }
 };
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const uoe::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using uoe::testing::error_of;
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -2,6 +2,8 @@
 #include "nn/tokenizer.h"
 
 #include <gtest/gtest.h>
+
+#include "gradcheck.h"
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,15 +44,7 @@ std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("uoe_tok_" + std::to_string(::getpid()) + "_" + name)).string();
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const uoe::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using uoe::testing::error_of;
 
 std::string all_bytes_and_noise() {
   std::string s;

@@ -11,11 +11,7 @@ namespace {
 using testing::error_of;
 
 
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  const std::string msg = error_of(f);
-  ASSERT_FALSE(msg.empty()) << "expected an error containing " << parts[0];
-  for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "message: " << msg << "\nmissing: " << p;
-}
+using testing::expect_error;
 
 const TensorOptions kI64 = TensorOptions{}.with_dtype(DType::Int64);
 

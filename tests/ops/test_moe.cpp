@@ -303,17 +303,7 @@ TEST(MoeDeterminism, ThreadCountIndependent) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Bad input: one clear error naming the op, the shapes and the position.
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  std::string msg;
-  try {
-    f();
-  } catch (const Error& e) {
-    msg = e.what();
-  }
-  ASSERT_FALSE(msg.empty()) << "expected an error containing " << parts[0];
-  for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "message: " << msg << "\nmissing: " << p;
-}
+using testing::expect_error;
 
 // A call of expert_ffn (gate_input optional) to hand to expect_error.
 std::function<void()> ffn(Tensor x, Tensor i, Tensor w, Tensor wg, Tensor wu, Tensor wd, int64_t r0, int64_t r1,
