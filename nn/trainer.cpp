@@ -2,12 +2,12 @@
 // gradient accumulation, progress bar, validation, metrics.jsonl, atomic checkpoints, clean stop on signals.
 #include "nn/trainer.h"
 
-#include <sys/stat.h>
 
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -117,7 +117,7 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
   UOE_CHECK(o.seq <= config.context, "[train] --seq ", o.seq, " exceeds the model context ", config.context);
   UOE_CHECK(tokenizer.vocab_size() <= config.vocab_size, "[train] the tokenizer has ", tokenizer.vocab_size(),
             " ids but the model's vocab_size is ", config.vocab_size);
-  ::mkdir(o.out_dir.c_str(), 0755);
+  std::filesystem::create_directories(o.out_dir);
   const std::string ckpt_dir = o.out_dir + "/checkpoint", metrics_path = o.out_dir + "/metrics.jsonl";
   manual_seed(o.seed);
   LanguageModel model(config);

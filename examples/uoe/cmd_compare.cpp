@@ -1,14 +1,14 @@
 // uoe compare: trains each FFN kind at matched active compute for the same wall-clock budget
 // and writes results.md (validation loss mean ± std over seeds) and val_loss.svg.
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fstream>
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "args.h"
@@ -93,7 +93,7 @@ int cmd_compare(const std::vector<std::string>& argv) {
   const double minutes = a.number("minutes", 10);
   const std::string prefix = a.str("preset-prefix", "tiny-");
   UOE_CHECK(!archs.empty() && seeds > 0 && minutes > 0, "--archs, --seeds and --minutes must be non-empty/positive");
-  ::mkdir(out.c_str(), 0755);
+  std::filesystem::create_directories(out);
   auto tok = nn::make_byte_tokenizer();
   const auto tokens = open_tokens(data, *tok, out + "/tokens.bin");
 
@@ -123,7 +123,7 @@ int cmd_compare(const std::vector<std::string>& argv) {
     std::printf("== %s seed %lu (%.1f min, %ld threads)\n", r.arch.c_str(), (unsigned long)r.seed, minutes,
                 long(threads / jobs));
     std::fflush(stdout);
-    ::mkdir(r.dir.c_str(), 0755);
+    std::filesystem::create_directories(r.dir);
     const std::vector<std::string> args = {
         "/proc/self/exe", "train", "--config", prefix + r.arch, "--data", tokens->path(), "--out", r.dir,
         "--steps", std::to_string(a.integer("steps", 1000)), "--batch", std::to_string(a.integer("batch", 16)),

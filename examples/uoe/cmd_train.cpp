@@ -1,6 +1,6 @@
 // uoe train: one command from a text file to a trained, checkpointed model.
 #include <cstdio>
-#include <sys/stat.h>
+#include <filesystem>
 
 #include "args.h"
 #include "commands.h"
@@ -39,7 +39,7 @@ int cmd_train(const std::vector<std::string>& argv) {
   o.progress = !a.flag("quiet");
   UOE_CHECK(o.steps > 0 && o.batch > 0 && o.seq > 0 && o.grad_accum > 0,
             "--steps, --batch, --seq and --grad-accum must be positive");
-  ::mkdir(o.out_dir.c_str(), 0755);
+  std::filesystem::create_directories(o.out_dir);
 
   // The tokenizer of a resumed run is the checkpoint's; a new run builds one from --tokenizer.
   const std::string ckpt = o.out_dir + "/checkpoint";

@@ -202,8 +202,8 @@ TEST(Training, CliEvalSampleInfoAndErrors) {
   const std::string dir = temp_dir("cli");
   micro_data(dir);
   std::ofstream(dir + "/micro.json") << to_json(micro(FfnKind::UoE)).dump(2);
-  ASSERT_EQ(wait_for(spawn_train(dir, dir + "/run", false, 0, 4)), 0);
-  const std::string cli = UOE_CLI_PATH, ckpt = dir + "/run/checkpoint";
+  ASSERT_EQ(wait_for(spawn_train(dir, dir + "/nested/run", false, 0, 4)), 0);  // parents are created
+  const std::string cli = UOE_CLI_PATH, ckpt = dir + "/nested/run/checkpoint";
   int code = 0;
   std::string out = run_command(cli + " eval --ckpt " + ckpt + " --data " + dir + "/text.txt --seq 32", &code);
   EXPECT_EQ(code, 0) << out;
