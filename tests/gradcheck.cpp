@@ -28,6 +28,33 @@ void expect_error(const std::function<void()>& f, const std::vector<std::string>
   for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "message: " << msg << "\nmissing: " << p;
 }
 
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  const auto u = a.to(DType::Float64).to_vector<double>(), v = b.to(DType::Float64).to_vector<double>();
+  double m = 0;
+  for (size_t i = 0; i < u.size(); ++i) m = std::max(m, std::fabs(u[i] - v[i]));
+  return m;
+}
+
+void expect_fused_equals_composed(const std::vector<Shape>& shapes, const OpFn& fused, const OpFn& composed,
+                                  double tol, uint64_t seed) {
+  auto make = [&] {
+    std::vector<Tensor> xs;
+    for (size_t i = 0; i < shapes.size(); ++i) xs.push_back(random_double(shapes[i], seed + i).requires_grad_());
+    return xs;
+  };
+  std::vector<Tensor> a = make(), b = make();
+  const Tensor ya = fused(a), yb = composed(b);
+  ASSERT_EQ(ya.shape(), yb.shape());
+  const Tensor w = random_double(ya.shape(), seed + 999);
+  ops::sum(ya * w).backward();
+  ops::sum(yb * w).backward();
+  EXPECT_LT(max_abs_diff(ya, yb), tol) << "forward";
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_TRUE(a[i].grad().defined() && b[i].grad().defined()) << "no gradient for input " << i;
+    EXPECT_LT(max_abs_diff(a[i].grad(), b[i].grad()), tol) << "gradient of input " << i;
+  }
+}
+
 Tensor random_double(const Shape& shape, uint64_t seed, bool positive) {
   Generator g(seed);
   const TensorOptions f64 = TensorOptions{}.with_dtype(DType::Float64);

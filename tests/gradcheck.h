@@ -30,6 +30,14 @@ std::string error_of(const std::function<void()>& f);
 // Expects f to throw a uoe::Error whose message contains every one of `parts`.
 void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts);
 
+// max |a - b| over all elements (compared in float64).
+double max_abs_diff(const Tensor& a, const Tensor& b);
+
+// Runs `fused` and `composed` on equal fresh float64 leaves of `shapes` (seeded by `seed`);
+// expects the outputs and every input gradient (of sum(y * w), w random) within `tol`.
+void expect_fused_equals_composed(const std::vector<Shape>& shapes, const OpFn& fused, const OpFn& composed,
+                                  double tol = 1e-10, uint64_t seed = 100);
+
 // Random float64 tensor (no grad) for tests.
 Tensor random_double(const Shape& shape, uint64_t seed, bool positive = false);
 

@@ -132,19 +132,13 @@ void expect_layer_matches_reference(const ModelConfig& c) {
   }
   const Tensor yr = reference(*layer, c, x2);
   ops::sum(yr * w).backward();
-  auto max_diff = [](const Tensor& a, const Tensor& b) {
-    const auto u = a.to_vector<double>(), v = b.to_vector<double>();
-    double m = 0;
-    for (size_t i = 0; i < u.size(); ++i) m = std::max(m, std::fabs(u[i] - v[i]));
-    return m;
-  };
   const std::string what = std::string(ffn_kind_name(c.ffn.kind)) + " score=" + c.ffn.score + " weights=" +
                            c.ffn.weights + " combine=" + c.ffn.combine + " routing=" + c.ffn.routing;
-  EXPECT_LT(max_diff(y, yr), 1e-10) << what << ": output";
-  EXPECT_LT(max_diff(x1.grad(), x2.grad()), 1e-10) << what << ": grad of x";
+  EXPECT_LT(testing::max_abs_diff(y, yr), 1e-10) << what << ": output";
+  EXPECT_LT(testing::max_abs_diff(x1.grad(), x2.grad()), 1e-10) << what << ": grad of x";
   for (auto& [name, p] : layer->named_parameters()) {
     ASSERT_TRUE(fused[name].defined()) << what << ": no gradient for " << name;
-    EXPECT_LT(max_diff(fused[name], p.grad()), 1e-10) << what << ": grad of " << name;
+    EXPECT_LT(testing::max_abs_diff(fused[name], p.grad()), 1e-10) << what << ": grad of " << name;
   }
 }
 

@@ -10,30 +10,7 @@ namespace uoe {
 namespace {
 
 using testing::random_double;
-using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
-// Runs fused and composed on the same fresh leaves; compares outputs and all input gradients.
-void expect_same(const std::vector<Shape>& shapes, const Fn& fused, const Fn& composed, double tol = 1e-10) {
-  auto make = [&] {
-    std::vector<Tensor> xs;
-    for (size_t i = 0; i < shapes.size(); ++i) xs.push_back(random_double(shapes[i], 100 + i).requires_grad_());
-    return xs;
-  };
-  std::vector<Tensor> a = make(), b = make();
-  const Tensor ya = fused(a), yb = composed(b);
-  ASSERT_EQ(ya.shape(), yb.shape());
-  const Tensor w = random_double(ya.shape(), 7);
-  ops::sum(ya * w).backward();
-  ops::sum(yb * w).backward();
-  auto max_diff = [](const Tensor& x, const Tensor& y) {
-    const auto u = x.to_vector<double>(), v = y.to_vector<double>();
-    double m = 0;
-    for (size_t i = 0; i < u.size(); ++i) m = std::max(m, std::fabs(u[i] - v[i]));
-    return m;
-  };
-  EXPECT_LT(max_diff(ya, yb), tol) << "forward";
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_LT(max_diff(a[i].grad(), b[i].grad()), tol) << "gradient of input " << i;
-}
 
 Tensor causal_mask_bias(int64_t T, const Tensor& like) {
   std::vector<double> m(size_t(T * T));
@@ -44,7 +21,7 @@ Tensor causal_mask_bias(int64_t T, const Tensor& like) {
 
 TEST(FusedVsComposed, CausalAttention) {
   for (int64_t T : {1, 7, 70}) {
-    expect_same(
+    testing::expect_fused_equals_composed(
         {{2, 3, T, 8}, {2, 3, T, 8}, {2, 3, T, 8}},
         [](const auto& x) { return ops::scaled_dot_product_attention(x[0], x[1], x[2], true); },
         [T](const auto& x) {
@@ -55,7 +32,7 @@ TEST(FusedVsComposed, CausalAttention) {
 }
 
 TEST(FusedVsComposed, GroupedQueryAttention) {
-  expect_same(
+  testing::expect_fused_equals_composed(
       {{1, 4, 9, 4}, {1, 2, 9, 4}, {1, 2, 9, 4}},
       [](const auto& x) { return ops::scaled_dot_product_attention(x[0], x[1], x[2], false); },
       [](const auto& x) {
@@ -68,7 +45,7 @@ TEST(FusedVsComposed, GroupedQueryAttention) {
 
 TEST(FusedVsComposed, CrossEntropy) {
   const Tensor targets = from_vector<int64_t>({4, -100, 0, 2, 9, 1}, {6}, TensorOptions{}.with_dtype(DType::Int64));
-  expect_same(
+  testing::expect_fused_equals_composed(
       {{6, 10}}, [&](const auto& x) { return ops::cross_entropy(x[0], targets); },
       [&](const auto& x) {
         const Tensor keep = from_vector<int64_t>({0, 2, 3, 4, 5}, {5}, TensorOptions{}.with_dtype(DType::Int64));
@@ -79,7 +56,7 @@ TEST(FusedVsComposed, CrossEntropy) {
 }
 
 TEST(FusedVsComposed, Softmax) {
-  expect_same({{4, 9}}, [](const auto& x) { return ops::softmax(x[0], 1); },
+  testing::expect_fused_equals_composed({{4, 9}}, [](const auto& x) { return ops::softmax(x[0], 1); },
               [](const auto& x) {
                 const Tensor e = ops::exp(x[0] - ops::max(x[0], 1, true).detach());
                 return e / ops::sum(e, {1}, true);
@@ -87,12 +64,12 @@ TEST(FusedVsComposed, Softmax) {
 }
 
 TEST(FusedVsComposed, RmsNorm) {
-  expect_same({{5, 16}, {16}}, [](const auto& x) { return ops::rms_norm(x[0], x[1], 1e-6); },
+  testing::expect_fused_equals_composed({{5, 16}, {16}}, [](const auto& x) { return ops::rms_norm(x[0], x[1], 1e-6); },
               [](const auto& x) { return x[0] * ops::rsqrt(ops::mean(x[0] * x[0], {-1}, true) + 1e-6) * x[1]; });
 }
 
 TEST(FusedVsComposed, LayerNorm) {
-  expect_same({{5, 12}, {12}, {12}}, [](const auto& x) { return ops::layer_norm(x[0], x[1], x[2], 1e-5); },
+  testing::expect_fused_equals_composed({{5, 12}, {12}, {12}}, [](const auto& x) { return ops::layer_norm(x[0], x[1], x[2], 1e-5); },
               [](const auto& x) {
                 const Tensor c = x[0] - ops::mean(x[0], {-1}, true);
                 return c * ops::rsqrt(ops::mean(c * c, {-1}, true) + 1e-5) * x[1] + x[2];
@@ -100,7 +77,7 @@ TEST(FusedVsComposed, LayerNorm) {
 }
 
 TEST(FusedVsComposed, Rope) {
-  expect_same({{2, 5, 3, 8}}, [](const auto& x) { return ops::rope(x[0], 100.0, 3); },
+  testing::expect_fused_equals_composed({{2, 5, 3, 8}}, [](const auto& x) { return ops::rope(x[0], 100.0, 3); },
               [](const auto& x) {
                 // angle[t, i] = (t + 3) * 100^(-2i/8); rotate halves
                 std::vector<double> c, s;

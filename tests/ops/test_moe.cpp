@@ -74,30 +74,8 @@ INSTANTIATE_TEST_SUITE_P(Moe, MoeGradCheck, ::testing::ValuesIn(cases()),
 
 // ---------------------------------------------------------------------------------------------------------
 // Fused ops equal the same math composed of primitive ops: forward and every input gradient (float64).
-double max_diff(const Tensor& a, const Tensor& b) {
-  const auto u = a.to(DType::Float64).to_vector<double>(), v = b.to(DType::Float64).to_vector<double>();
-  double m = 0;
-  for (size_t i = 0; i < u.size(); ++i) m = std::max(m, std::fabs(u[i] - v[i]));
-  return m;
-}
-
 void expect_same(const std::vector<Shape>& shapes, const OpFn& fused, const OpFn& composed, double tol = 1e-10) {
-  auto make = [&] {
-    V xs;
-    for (size_t i = 0; i < shapes.size(); ++i) xs.push_back(random_double(shapes[i], 200 + i).requires_grad_());
-    return xs;
-  };
-  V a = make(), b = make();
-  const Tensor ya = fused(a), yb = composed(b);
-  ASSERT_EQ(ya.shape(), yb.shape());
-  const Tensor w = random_double(ya.shape(), 9);
-  ops::sum(ya * w).backward();
-  ops::sum(yb * w).backward();
-  EXPECT_LT(max_diff(ya, yb), tol) << "forward";
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_TRUE(a[i].grad().defined() && b[i].grad().defined()) << "input " << i;
-    EXPECT_LT(max_diff(a[i].grad(), b[i].grad()), tol) << "gradient of input " << i;
-  }
+  expect_fused_equals_composed(shapes, fused, composed, tol, 200);
 }
 
 // expert_ffn written with matmul, silu, index_select, narrow, mul and index_add: a loop over experts.
@@ -248,7 +226,7 @@ TEST(MoeExpertFfn, EmptyRangeAndReducedPrecision) {
   const Tensor y = ops::expert_ffn(x, I, w, wg, wu, wd, 3, 3);  // no neurons: y = 0, all gradients 0
   ops::sum(y * random_double({5, 4}, 6)).backward();
   for (const Tensor& t : {y, x.grad(), w.grad(), wg.grad(), wu.grad(), wd.grad()})
-    EXPECT_EQ(max_diff(t, zeros_like(t)), 0.0);
+    EXPECT_EQ(max_abs_diff(t, zeros_like(t)), 0.0);
   // bf16 computes in float32: close to the float64 result, gradients come back in bf16
   const auto bf = [](const Tensor& t) { return t.detach().to(DType::BFloat16); };
   const Tensor xb = bf(x).requires_grad_(), wgb = bf(wg).requires_grad_();
@@ -256,7 +234,7 @@ TEST(MoeExpertFfn, EmptyRangeAndReducedPrecision) {
   EXPECT_EQ(yb.dtype(), DType::BFloat16);
   const Tensor yr = ops::expert_ffn(bf(x).to(DType::Float64), I, bf(w).to(DType::Float64), bf(wg).to(DType::Float64),
                                     bf(wu).to(DType::Float64), bf(wd).to(DType::Float64), 1, 6);
-  EXPECT_LT(max_diff(yb, yr), 0.1);
+  EXPECT_LT(max_abs_diff(yb, yr), 0.1);
   ops::sum(yb).backward();
   EXPECT_EQ(xb.grad().dtype(), DType::BFloat16);
   EXPECT_EQ(wgb.grad().dtype(), DType::BFloat16);
