@@ -32,6 +32,10 @@ FfnStats routing_stats(const Tensor& probs, const ops::Route& route, int64_t n_e
   return s;
 }
 
+void Ffn::keep_trace(const Tensor& x, const Tensor& scores, const ops::Route& route) {
+  trace = {x.detach(), scores.detach(), {route.indices, route.weights.detach()}};
+}
+
 DenseFfn::DenseFfn(int64_t d, int64_t hidden, double out_std) {
   mlp = register_module("mlp", std::make_shared<SwiGLU>(d, hidden, out_std));
 }

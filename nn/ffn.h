@@ -15,10 +15,22 @@ struct FfnStats {
   double balance = 0;  // Switch balance n Σ f_i P_i: 1.0 means perfectly balanced
 };
 
+// What the last forward routed, kept (detached) while `Ffn::record` is set: the input of analysis tools.
+struct RoutingTrace {
+  Tensor input;      // [T, d] the FFN input
+  Tensor scores;     // [T, n] routing scores (MoE: router logits; AoE, UoE: activation norms), float32/64
+  ops::Route route;  // indices [T, K] (-1 = empty slot), weights [T, K]
+};
+
 class Ffn : public Module {
  public:
-  virtual Tensor forward(const Tensor& x) = 0;  // x: [T, d] -> [T, d]; updates `stats`
+  virtual Tensor forward(const Tensor& x) = 0;  // x: [T, d] -> [T, d]; updates `stats` (and `trace`)
   FfnStats stats;
+  bool record = false;  // keep `trace` of every forward (expert kinds only)
+  RoutingTrace trace;
+
+ protected:
+  void keep_trace(const Tensor& x, const Tensor& scores, const ops::Route& route);
 };
 
 std::shared_ptr<Ffn> make_ffn(const ModelConfig& c, double out_std);
@@ -76,8 +88,21 @@ class UoeFfn : public Ffn {
   Tensor forward(const Tensor& x) override;
   FfnConfig cfg;
   ExpertWeights w;  // [n, d, D], [n, d, D], [n, D, d]
-  // The routing-neuron activations of the last forward, for analysis: H [T, n*r] and scores s [T, n].
-  Tensor last_h, last_scores;
+  // Gradient probes (analysis/gradient_paths.h): when set, run on the gradient reaching the routing
+  // activations through the virtual shared expert (vse: dL/dH) and through the routing scores
+  // (score: dL/d(score source)), each on its own alias of the tensor.
+  GradHook vse_grad_hook, score_grad_hook;
 };
+
+// UoE's dense routing part: every token through neurons [0, r) of every expert.
+struct RoutingActivations {
+  Tensor g;       // [T, n·r] x Ŵ_g^R
+  Tensor a;       // [T, n·r] silu(g)
+  Tensor h;       // [T, n·r] H = a ⊙ (x Ŵ_p^R)
+  Tensor source;  // the one of h, a, g the score is the group norm of (FfnConfig::score)
+};
+// x: [T, d]; w_gate, w_up: [n, d, D]; score: swiglu | gate_silu | gate.
+RoutingActivations routing_activations(const Tensor& x, const Tensor& w_gate, const Tensor& w_up, int64_t r,
+                                       const std::string& score);
 
 }  // namespace uoe::nn

@@ -37,6 +37,7 @@ Tensor MoeFfn::forward(const Tensor& x) {
     const Tensor z = ops::router_z_loss(logits) * cfg.z_loss;
     stats.aux_loss = stats.aux_loss.defined() ? stats.aux_loss + z : z;
   }
+  if (record) keep_trace(x, logits, route);
   return y;
 }
 
@@ -55,6 +56,7 @@ Tensor AoeFfn::forward(const Tensor& x) {
   const Tensor probs = ops::softmax(scores, -1);
   stats = routing_stats(probs, route, n);
   if (cfg.aux_loss > 0) stats.aux_loss = ops::load_balance_loss(probs, route.indices) * cfg.aux_loss;
+  if (record) keep_trace(x, scores, route);
   return y;
 }
 

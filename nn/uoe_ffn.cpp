@@ -18,22 +18,39 @@ Tensor unselected_mask(const Tensor& indices, int64_t n, int64_t r, DType dtype)
 
 }  // namespace
 
+RoutingActivations routing_activations(const Tensor& x, const Tensor& w_gate, const Tensor& w_up, int64_t r,
+                                       const std::string& score) {
+  const int64_t d = x.size(1), n = w_gate.size(0);
+  // Stack the routing parts [0, r) of all experts: Ŵ_g^R, Ŵ_p^R [d, n·r]
+  const Tensor wg_r = w_gate.narrow(2, 0, r).permute({1, 0, 2}).reshape({d, n * r});
+  const Tensor wp_r = w_up.narrow(2, 0, r).permute({1, 0, 2}).reshape({d, n * r});
+  RoutingActivations act;
+  act.g = ops::matmul(x, wg_r);
+  act.a = ops::silu(act.g);
+  act.h = act.a * ops::matmul(x, wp_r);
+  act.source = score == "swiglu" ? act.h : score == "gate_silu" ? act.a : act.g;
+  return act;
+}
+
 UoeFfn::UoeFfn(const ModelConfig& c, double out_std) : cfg(c.ffn) {
   w = make_experts(*this, cfg.n_experts, c.d_model, c.d_model, cfg.expert_width, out_std);
 }
 
 Tensor UoeFfn::forward(const Tensor& x) {
   const int64_t d = x.size(1), n = cfg.n_experts, r = cfg.routing_neurons, D = cfg.expert_width;
-  // Stack the routing parts [0, r) of all experts: Ŵ_g^R, Ŵ_p^R [d, n·r], Ŵ_o^R [n·r, d]
-  const Tensor wg_r = w.gate.narrow(2, 0, r).permute({1, 0, 2}).reshape({d, n * r});
-  const Tensor wp_r = w.up.narrow(2, 0, r).permute({1, 0, 2}).reshape({d, n * r});
-  const Tensor wo_r = w.down.narrow(1, 0, r).reshape({n * r, d});
   // Dense part, every token, every expert: H = silu(x Ŵ_g^R) ⊙ (x Ŵ_p^R)   [T, n·r]
-  const Tensor g = ops::matmul(x, wg_r);
-  const Tensor a = ops::silu(g);
-  const Tensor h = a * ops::matmul(x, wp_r);
+  const RoutingActivations act = routing_activations(x, w.gate, w.up, r, cfg.score);
+  Tensor h = act.h, source = act.source;
+  if (vse_grad_hook) {  // separate aliases so each path's gradient is seen on its own
+    h = h.view(h.shape());
+    h.register_hook(vse_grad_hook);
+  }
+  if (score_grad_hook) {
+    source = source.view(source.shape());
+    source.register_hook(score_grad_hook);
+  }
+  const Tensor wo_r = w.down.narrow(1, 0, r).reshape({n * r, d});  // Ŵ_o^R [n·r, d]
   // Routing score: L2 norm of each expert's r activations (in float32)   [T, n]
-  const Tensor& source = cfg.score == "swiglu" ? h : cfg.score == "gate_silu" ? a : g;
   const Tensor s = ops::group_l2norm(source.to(router_dtype(x.dtype())), n);
   const ops::RouteWeights mode = weights_mode(cfg.weights);
   const ops::Route route =
@@ -56,8 +73,7 @@ Tensor UoeFfn::forward(const Tensor& x) {
     const Tensor entropy = -ops::mean(ops::sum(probs * ops::log_softmax(s, -1), {-1}));
     stats.aux_loss = stats.aux_loss.defined() ? stats.aux_loss + entropy * 1e-4 : entropy * 1e-4;
   }
-  last_h = h.detach();
-  last_scores = s.detach();
+  if (record) keep_trace(x, s, route);
   return y;
 }
 

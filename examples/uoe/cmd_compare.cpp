@@ -1,5 +1,5 @@
 // uoe compare: trains each FFN kind at matched active compute for the same wall-clock budget
-// and writes results.md (validation loss mean ± std over seeds) and val_loss.svg.
+// and writes results.md (validation loss mean ± std over seeds), val_loss.svg and each run's plots/.
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,16 +8,15 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
+#include "analysis/metrics_plot.h"
+#include "analysis/svg_chart.h"
 #include "args.h"
 #include "commands.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "nn/accounting.h"
-#include "core/json.h"
-#include "svg_plot.h"
 
 namespace uoe::cli {
 namespace {
@@ -30,36 +29,25 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-struct EvalRow {
-  double tokens = 0, val_loss = 0;
-};
-
-struct Metrics {
-  std::vector<EvalRow> curve;  // validation points
-  double tokens_per_s = 0, steps = 0, tokens = 0;
-};
-
 struct Run {
   std::string arch;
   uint64_t seed;
   std::string dir;
-  Metrics metrics;
+  analysis::Series val_curve;  // validation loss vs tokens
+  analysis::StepMetrics last;  // the final step
 };
 
-Metrics read_metrics(const std::string& path) {
-  Metrics m;
-  std::ifstream in(path);
-  UOE_CHECK(in, "cannot read ", path);
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty()) continue;
-    const json::Value v = json::parse(line, path);
-    m.steps = double(v.at("step").as_int());
-    m.tokens = double(v.at("tokens").as_int());
-    m.tokens_per_s = v.at("tokens_per_s").as_double();
-    if (v.contains("val_loss")) m.curve.push_back({m.tokens, v.at("val_loss").as_double()});
-  }
-  UOE_CHECK(!m.curve.empty(), path, " has no validation point");
-  return m;
+// The validation curve and last step of a finished run.
+void read_run(Run& r) {
+  const analysis::RunMetrics m = analysis::read_metrics(r.dir + "/metrics.jsonl");
+  r.val_curve = {r.arch + " seed " + std::to_string(r.seed), {}, {}};
+  for (const analysis::StepMetrics& s : m.steps)
+    if (s.val_loss) {
+      r.val_curve.x.push_back(double(s.tokens));
+      r.val_curve.y.push_back(*s.val_loss);
+    }
+  UOE_CHECK(!r.val_curve.y.empty(), m.path, " has no validation point");
+  r.last = m.steps.back();
 }
 
 // Starts a child process running args (stdout and stderr to log_path); returns its pid.
@@ -103,7 +91,8 @@ int cmd_compare(const std::vector<std::string>& argv) {
   UOE_CHECK(jobs >= 1 && threads >= jobs, "--jobs must be between 1 and --threads");
   std::vector<Run> runs;
   for (const std::string& arch : archs)
-    for (int64_t s = 0; s < seeds; ++s) runs.push_back({arch, uint64_t(s), out + "/" + arch + "-seed" + std::to_string(s), {}});
+    for (int64_t s = 0; s < seeds; ++s)
+      runs.push_back({arch, uint64_t(s), out + "/" + arch + "-seed" + std::to_string(s), {}, {}});
   std::vector<std::pair<pid_t, size_t>> active;
   auto reap_one = [&] {
     int status = 0;
@@ -134,7 +123,10 @@ int cmd_compare(const std::vector<std::string>& argv) {
     active.emplace_back(spawn(args, r.dir + "/train.log"), i);
   }
   while (!active.empty()) reap_one();
-  for (Run& r : runs) r.metrics = read_metrics(r.dir + "/metrics.jsonl");
+  for (Run& r : runs) {
+    read_run(r);
+    analysis::write_run_plots(r.dir);
+  }
 
   std::ostringstream md;
   md << "# uoe compare\n\n" << seeds << " seed(s) x " << minutes << " min per kind, " << jobs
@@ -142,25 +134,20 @@ int cmd_compare(const std::vector<std::string>& argv) {
      << " x " << a.integer("seq", 256) << ", AdamW lr " << a.number("lr", 1e-3) << ", data `" << data << "`\n\n";
   md << "| kind | val loss (nats/token) | tokens/s | steps | tokens seen | total params | active params |\n";
   md << "|---|---|---|---|---|---|---|\n";
-  std::vector<Series> series;
+  std::vector<analysis::Series> series;
   for (const std::string& arch : archs) {
     double sum = 0, sumsq = 0, tps = 0, steps = 0, seen = 0;
     int n = 0;
     for (const Run& r : runs) {
       if (r.arch != arch) continue;
-      const double last = r.metrics.curve.back().val_loss;
+      const double last = r.val_curve.y.back();
       sum += last;
       sumsq += last * last;
-      tps += r.metrics.tokens_per_s;
-      steps += r.metrics.steps;
-      seen += r.metrics.tokens;
+      tps += r.last.tokens_per_s;
+      steps += double(r.last.step);
+      seen += double(r.last.tokens);
       ++n;
-      Series sr{arch + " seed " + std::to_string(r.seed), {}, {}};
-      for (const EvalRow& p : r.metrics.curve) {
-        sr.x.push_back(p.tokens);
-        sr.y.push_back(p.val_loss);
-      }
-      series.push_back(sr);
+      series.push_back(r.val_curve);
     }
     const double mean = sum / n, var = n > 1 ? std::max(0.0, (sumsq - n * mean * mean) / (n - 1)) : 0.0;
     const nn::ModelCounts k = nn::count_model(nn::load_model_config(prefix + arch));
@@ -169,10 +156,10 @@ int cmd_compare(const std::vector<std::string>& argv) {
                   std::sqrt(var), tps / n, steps / n, seen / n / 1e6, k.total / 1e6, k.active / 1e6);
     md << row;
   }
-  md << "\n![validation loss](val_loss.svg)\n";
+  md << "\n![validation loss](val_loss.svg)\n\nTraining charts of each run: `<kind>-seed<s>/plots/index.html`.\n";
   write_file_atomic(out + "/results.md", md.str());
   write_file_atomic(out + "/val_loss.svg",
-                    line_chart_svg("Validation loss vs tokens", "tokens", "val loss (nats/token)", series));
+                    analysis::line_chart_svg("Validation loss vs tokens", "tokens", "val loss (nats/token)", series));
   std::fputs(md.str().c_str(), stdout);
   return 0;
 }

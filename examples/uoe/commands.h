@@ -14,7 +14,10 @@ int cmd_eval(const std::vector<std::string>& argv);
 int cmd_sample(const std::vector<std::string>& argv);
 int cmd_info(const std::vector<std::string>& argv);
 int cmd_compare(const std::vector<std::string>& argv);
+int cmd_plot(const std::vector<std::string>& argv);
 int cmd_prepare(const std::vector<std::string>& argv);
+int cmd_graph(const std::vector<std::string>& argv);
+int cmd_analyze(const std::vector<std::string>& argv);
 
 // Token ids for `data_path`: a prepared token file is used as is; a text file is tokenised
 // into `cache_path` with `tok` first.

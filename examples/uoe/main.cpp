@@ -18,6 +18,10 @@ const char* kUsage =
     "  info    --config <preset|file.json>\n"
     "  prepare --data <text> --out <tokens.bin> [--tokenizer byte|bpe:V|file.json] [--tokenizer-out tok.json]\n"
     "  compare --data <text> --out <dir> [--archs dense,moe,aoe,uoe] [--minutes M] [--seeds S] [--steps N]\n"
+    "  plot    --run <dir> [--out <dir>]      (charts of metrics.jsonl: <run>/plots/*.svg and index.html)\n"
+    "  analyze --ckpt <dir> --data <text> --out <dir> [--tokens N] [--samples N] [--grad-windows N] [--examples N]\n"
+    "          (routing report: report.html, stats.json, CSV)\n"
+    "  graph   --config <preset|file.json> [--layer L] [--out graph.dot] [--seq T]\n"
     "presets: tiny-uoe, tiny-moe, tiny-aoe, tiny-dense\n";
 
 }  // namespace
@@ -35,7 +39,10 @@ int main(int argc, char** argv) {
     if (cmd == "sample") return uoe::cli::cmd_sample(rest);
     if (cmd == "info") return uoe::cli::cmd_info(rest);
     if (cmd == "compare") return uoe::cli::cmd_compare(rest);
+    if (cmd == "plot") return uoe::cli::cmd_plot(rest);
     if (cmd == "prepare") return uoe::cli::cmd_prepare(rest);
+    if (cmd == "graph") return uoe::cli::cmd_graph(rest);
+    if (cmd == "analyze") return uoe::cli::cmd_analyze(rest);
     std::fprintf(stderr, "uoe: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const std::exception& e) {

@@ -9,46 +9,18 @@
 #include <fstream>
 
 #include "core/json.h"
+#include "fixtures.h"
 #include "nn/checkpoint.h"
 #include "nn/trainer.h"
 
 namespace uoe::nn {
 namespace {
 
-std::string temp_dir(const std::string& name) {
-  const std::string d = ::testing::TempDir() + "uoe_" + name + "_" + std::to_string(::getpid());
-  std::system(("rm -rf '" + d + "' && mkdir -p '" + d + "'").c_str());
-  return d;
-}
+using test::micro_data;
+using test::run_command;
+using test::temp_dir;
 
-ModelConfig micro(FfnKind kind) {
-  ModelConfig c;
-  c.name = "micro";
-  c.d_model = 32;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.n_kv_heads = 1;
-  c.context = 32;
-  c.ffn.kind = kind;
-  c.ffn.hidden = 64;
-  c.ffn.n_experts = 4;
-  c.ffn.top_k = 2;
-  c.ffn.expert_width = 32;
-  c.ffn.routing_neurons = 8;
-  c.ffn.shared_width = 32;
-  c.ffn.d_low = 11;
-  return c;
-}
-
-// A text with structure to learn, tokenised to a token file.
-std::shared_ptr<TokenDataset> micro_data(const std::string& dir) {
-  std::string text;
-  for (int i = 0; i < 3000; ++i) text += "the quick brown fox " + std::to_string(i % 17) + " jumps; ";
-  std::ofstream(dir + "/text.txt") << text;
-  auto tok = make_byte_tokenizer();
-  prepare_tokens(dir + "/text.txt", *tok, dir + "/tokens.bin");
-  return std::make_shared<TokenDataset>(std::make_shared<TokenFile>(dir + "/tokens.bin"));
-}
+ModelConfig micro(FfnKind kind) { return test::micro_config(kind); }
 
 TrainOptions options(const std::string& out, int64_t steps) {
   TrainOptions o;
@@ -185,17 +157,6 @@ TEST(Training, GradientAccumulationAndSgdTrain) {
   train(micro(FfnKind::Dense), s, *data, *tok);
   const auto ls = losses(dir + "/sgd");
   EXPECT_LT(ls.back(), ls.front() - 0.5);
-}
-
-// Runs a shell command; returns its stdout and stderr and sets *code to its exit status.
-std::string run_command(const std::string& cmd, int* code) {
-  std::string out;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  const int status = ::pclose(p);
-  *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
 }
 
 TEST(Training, CliEvalSampleInfoAndErrors) {

@@ -1,0 +1,103 @@
+// Gradient-path probe for UoE routing neurons: record dL/dH on each consumer, pull each back alone.
+#include "analysis/gradient_paths.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/ops.h"
+
+namespace uoe::analysis {
+namespace {
+
+// The routing-neuron block [n, d, r] of a full [n, d, D] expert matrix.
+Tensor routing_block(const Tensor& w, int64_t r) { return w.narrow(2, 0, r).contiguous(); }
+
+// The gradient a leaf received, [n, d, r] (zeros when none reached it, e.g. W_up for score = gate).
+Tensor routing_grad(const Tensor& w, int64_t r) {
+  return w.grad().defined() ? routing_block(w.grad(), r) : zeros_like(routing_block(w.detach(), r));
+}
+
+// Pulls a gradient arriving at one of the routing activations back to W_gate^R and W_up^R.
+// `pick` chooses the tensor (h or the score source) of a fresh recomputation on copies of the weights.
+template <typename Pick>
+std::pair<Tensor, Tensor> pull_back(const nn::UoeFfn& layer, const Tensor& grad, Pick pick) {
+  Tensor w_gate = layer.w.gate.detach().clone().requires_grad_();
+  Tensor w_up = layer.w.up.detach().clone().requires_grad_();
+  const int64_t r = layer.cfg.routing_neurons;
+  if (grad.defined()) pick(nn::routing_activations(layer.trace.input, w_gate, w_up, r, layer.cfg.score)).backward(grad);
+  return {routing_grad(w_gate, r), routing_grad(w_up, r)};
+}
+
+}  // namespace
+
+GradientPathProbe::GradientPathProbe(nn::UoeFfn& layer)
+    : layer_(layer), recorded_(std::make_shared<Recorded>()), was_recording_(layer.record) {
+  std::weak_ptr<Recorded> weak = recorded_;
+  layer_.vse_grad_hook = [weak](const Tensor& g) {
+    if (auto r = weak.lock()) r->d_h = g.detach().clone();
+    return Tensor();
+  };
+  layer_.score_grad_hook = [weak](const Tensor& g) {
+    if (auto r = weak.lock()) r->d_source = g.detach().clone();
+    return Tensor();
+  };
+  layer_.record = true;
+}
+
+GradientPathProbe::~GradientPathProbe() {
+  layer_.vse_grad_hook = nullptr;
+  layer_.score_grad_hook = nullptr;
+  layer_.record = was_recording_;
+}
+
+RoutingGradientSplit GradientPathProbe::split() const {
+  UOE_CHECK(layer_.trace.input.defined(), "[gradient paths] the probed UoE layer has not run forward yet");
+  UOE_CHECK(layer_.w.gate.grad().defined(),
+            "[gradient paths] the probed UoE layer's weights have no gradient: run backward first");
+  const int64_t r = layer_.cfg.routing_neurons;
+  RoutingGradientSplit s;
+  std::tie(s.vse_gate, s.vse_up) = pull_back(layer_, recorded_->d_h, [](const nn::RoutingActivations& a) { return a.h; });
+  std::tie(s.score_gate, s.score_up) =
+      pull_back(layer_, recorded_->d_source, [](const nn::RoutingActivations& a) { return a.source; });
+  s.full_gate = routing_grad(layer_.w.gate, r);
+  s.full_up = routing_grad(layer_.w.up, r);
+  return s;
+}
+
+PathNorms path_norms(const RoutingGradientSplit& s) {
+  const int64_t n = s.full_gate.size(0);
+  // Both matrices of expert i as one vector: [n, 2·d·r] in float64
+  auto per_expert = [n](const Tensor& gate, const Tensor& up) {
+    return ops::cat({gate.reshape({n, -1}), up.reshape({n, -1})}, 1).to(DType::Float64);
+  };
+  const Tensor vse = per_expert(s.vse_gate, s.vse_up), score = per_expert(s.score_gate, s.score_up);
+  const Tensor full = per_expert(s.full_gate, s.full_up);
+  auto norms = [](const Tensor& t) { return ops::sqrt(ops::sum(t * t, {1})).to_vector<double>(); };
+  PathNorms p;
+  p.vse = norms(vse);
+  p.score = norms(score);
+  p.full = norms(full);
+  p.rest = norms(full - vse - score);
+  const std::vector<double> dot = ops::sum(vse * score, {1}).to_vector<double>();
+  for (int64_t i = 0; i < n; ++i) {
+    const double denom = p.vse[size_t(i)] * p.score[size_t(i)];
+    p.cosine.push_back(denom > 0 ? dot[size_t(i)] / denom : 0.0);
+  }
+  return p;
+}
+
+std::vector<RoutingGradientSplit> routing_gradient_paths(nn::LanguageModel& model, const Tensor& ids,
+                                                         const Tensor& targets) {
+  std::vector<std::unique_ptr<GradientPathProbe>> probes;
+  for (auto& block : model.blocks)
+    if (auto* uoe = dynamic_cast<nn::UoeFfn*>(block->ffn.get())) probes.push_back(std::make_unique<GradientPathProbe>(*uoe));
+  UOE_CHECK(!probes.empty(), "[gradient paths] the model has no UoE layer (ffn kind '",
+            nn::ffn_kind_name(model.config.ffn.kind), "')");
+  model.zero_grad();
+  model.loss(ids, targets).backward();
+  std::vector<RoutingGradientSplit> out;
+  for (const auto& p : probes) out.push_back(p->split());
+  return out;
+}
+
+}  // namespace uoe::analysis

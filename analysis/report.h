@@ -1,0 +1,21 @@
+// The analysis report: report.html (one self-contained page, inline SVG, no scripts), stats.json and CSV files.
+#pragma once
+#include <string>
+
+#include "analysis/routing_analysis.h"
+#include "core/json.h"
+
+namespace uoe::analysis {
+
+// Every number of the analysis, by layer (docs/METRICS.md).
+json::Value to_json(const AnalysisResult& r);
+
+// The HTML page. Each chart is a <figure id="...">: summary-entropy, summary-agreement, then per layer L
+// layerL-load, layerL-scores, layerL-margin, layerL-agreement, layerL-gradient-paths (UoE), layerL-tokens.
+std::string report_html(const AnalysisResult& r, const std::string& title);
+
+// Writes report.html, stats.json and load.csv, scores.csv, margins.csv, agreement.csv, gradient_paths.csv,
+// token_experts.csv into `dir` (created when missing), each file atomically.
+void write_report(const std::string& dir, const AnalysisResult& r, const std::string& title);
+
+}  // namespace uoe::analysis

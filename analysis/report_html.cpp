@@ -1,0 +1,193 @@
+// The analysis report as one self-contained XHTML page: summary table, inline SVG charts per layer,
+// token text coloured by top expert. No scripts, no external resources.
+#include <cstdio>
+#include <sstream>
+
+#include "analysis/report.h"
+#include "analysis/svg_chart.h"
+
+namespace uoe::analysis {
+namespace {
+
+std::string num(double v, const char* format = "%.3f") {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+// "0".."n-1" (axis categories) or "expert 0".. (legends)
+std::vector<std::string> expert_names(int64_t n, const char* prefix = "") {
+  std::vector<std::string> names;
+  for (int64_t i = 0; i < n; ++i) {
+    std::ostringstream s;
+    s << prefix << i;
+    names.push_back(s.str());
+  }
+  return names;
+}
+
+// Bytes that are not valid UTF-8 become U+FFFD, so a token piece cut inside a character stays readable.
+std::string valid_utf8(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    bool ok = len > 0 && i + len <= s.size();
+    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) >> 6) == 2;
+    if (ok && (c >= 0x20 || c == '\n' || c == '\t')) {
+      out.append(s, i, len);
+      i += len;
+    } else {
+      out += "\xEF\xBF\xBD";
+      i += 1;
+    }
+  }
+  return out;
+}
+
+void figure(std::ostringstream& o, const std::string& id, const std::string& svg, const std::string& caption) {
+  o << "<figure id=\"" << id << "\">\n" << svg << "<figcaption>" << escape_xml(caption) << "</figcaption>\n</figure>\n";
+}
+
+std::string ffn_summary(const nn::ModelConfig& c) {
+  const nn::FfnConfig& f = c.ffn;
+  std::ostringstream o;
+  o << nn::ffn_kind_name(f.kind) << " FFN, " << c.n_layers << " layers, d_model " << c.d_model << ", n = " << f.n_experts
+    << " experts of width D = " << f.expert_width;
+  if (f.kind == nn::FfnKind::UoE)
+    o << ", r = " << f.routing_neurons << " routing neurons, score " << f.score << ", combine " << f.combine << ", routing "
+      << (f.routing == "topp" ? "top-p " + num(f.top_p, "%.2f") : "top-" + std::to_string(f.top_k));
+  else
+    o << ", top-" << f.top_k;
+  return o.str();
+}
+
+void summary_table(std::ostringstream& o, const AnalysisResult& r) {
+  const bool uoe = r.config.ffn.kind == nn::FfnKind::UoE;
+  o << "<table>\n<tr><th>layer</th><th>load entropy</th><th>confidence entropy</th><th>experts / token</th>"
+       "<th>margin mean</th><th>margin median</th><th>Spearman (score, full act.)</th>"
+       "<th>top-K overlap (full act.)</th><th>random overlap</th>";
+  if (uoe) o << "<th>Spearman (score, neurons r..D)</th><th>overlap (r..D)</th><th>mean ‖∇ VSE‖ / ‖∇ score‖</th>";
+  o << "</tr>\n";
+  for (size_t li = 0; li < r.layers.size(); ++li) {
+    const LayerAnalysis& l = r.layers[li];
+    o << "<tr><td>" << li << "</td><td>" << num(l.load_entropy) << "</td><td>" << num(l.confidence_entropy) << "</td><td>"
+      << num(l.experts_per_token, "%.2f") << "</td><td>" << num(l.margin_mean, "%.4g") << "</td><td>"
+      << num(l.margin_median, "%.4g") << "</td><td>" << num(l.full.spearman) << "</td><td>" << num(l.full.overlap)
+      << "</td><td>" << num(l.full.random_overlap) << "</td>";
+    if (uoe) {
+      double ratio = 0;
+      for (size_t e = 0; e < l.gradient.vse.size(); ++e)
+        ratio += l.gradient.score[e] > 0 ? l.gradient.vse[e] / l.gradient.score[e] / double(l.gradient.vse.size()) : 0.0;
+      o << "<td>" << num(l.rest.spearman) << "</td><td>" << num(l.rest.overlap) << "</td><td>" << num(ratio, "%.3g") << "</td>";
+    }
+    o << "</tr>\n";
+  }
+  o << "</table>\n";
+}
+
+void token_view(std::ostringstream& o, const AnalysisResult& r, size_t li) {
+  const LayerAnalysis& l = r.layers[li];
+  o << "<figure id=\"layer" << li << "-tokens\">\n<div class=\"legend\">";
+  for (int64_t e = 0; e < l.n_experts; ++e)
+    o << "<span style=\"background-color:" << palette_colour(size_t(e)) << "55\">expert " << e << "</span> ";
+  o << "</div>\n<div class=\"tokens\">";
+  for (size_t t = 0; t < l.example_expert.size() && t < r.example_pieces.size(); ++t) {
+    const std::string piece = valid_utf8(r.example_pieces[t]);
+    o << "<span title=\"expert " << l.example_expert[t] << "\" style=\"background-color:"
+      << palette_colour(size_t(l.example_expert[t])) << "55\">";
+    for (char ch : piece) o << (ch == '\n' ? std::string("↵<br/>") : escape_xml(std::string(1, ch)));
+    o << "</span>";
+  }
+  o << "</div>\n<figcaption>Layer " << li << ": each token coloured by its top-1 expert.</figcaption>\n</figure>\n";
+}
+
+void layer_section(std::ostringstream& o, const AnalysisResult& r, size_t li) {
+  const LayerAnalysis& l = r.layers[li];
+  const std::string id = "layer" + std::to_string(li), L = "Layer " + std::to_string(li) + ": ";
+  const std::vector<std::string> experts = expert_names(l.n_experts), legend = expert_names(l.n_experts, "expert ");
+  o << "<h2 id=\"" << id << "\">Layer " << li << "</h2>\n";
+  figure(o, id + "-load",
+         bar_chart_svg(L + "expert load", "expert", "fraction of routed slots", experts, {{"load", {}, l.load}}, false,
+                       1.0 / double(l.n_experts)),
+         "Load entropy " + num(l.load_entropy) + " (1 = balanced); dashed line: uniform load 1/n.");
+  std::vector<Series> hist;
+  for (int64_t e = 0; e < l.n_experts; ++e) hist.push_back({legend[size_t(e)], {}, l.scores[size_t(e)].counts});
+  const char* score_name = r.config.ffn.kind == nn::FfnKind::MoE ? "router logit" : "routing score ‖activation‖";
+  figure(o, id + "-scores", histogram_svg(L + "routing-score distribution per expert", score_name, "tokens",
+                                          l.scores.empty() ? std::vector<double>{} : l.scores[0].edges, hist),
+         "Distribution of each expert's routing score over all analysed tokens.");
+  figure(o, id + "-margin",
+         histogram_svg(L + "margin between the K-th and (K+1)-th score", "margin", "tokens", l.margin.edges,
+                       {{"margin", {}, l.margin.counts}}),
+         "Mean " + num(l.margin_mean, "%.4g") + ", median " + num(l.margin_median, "%.4g") + ".");
+  std::vector<Series> points(size_t(l.n_experts));
+  for (int64_t e = 0; e < l.n_experts; ++e) points[size_t(e)].label = legend[size_t(e)];
+  for (size_t p = 0; p < l.sample_score.size(); ++p) {
+    points[size_t(l.sample_expert[p])].x.push_back(l.sample_score[p]);
+    points[size_t(l.sample_expert[p])].y.push_back(l.sample_norm[p]);
+  }
+  std::string caption = "Spearman across experts " + num(l.full.spearman) + "; selected top-K agree with the top-K by full activation " +
+                        num(100 * l.full.overlap, "%.1f") + "% (random " + num(100 * l.full.random_overlap, "%.1f") + "%).";
+  if (l.has_rest)
+    caption += " Against neurons r..D only (excluding the routing neurons themselves): Spearman " + num(l.rest.spearman) +
+               ", overlap " + num(100 * l.rest.overlap, "%.1f") + "%.";
+  figure(o, id + "-agreement", scatter_svg(L + "routing score vs full expert activation", score_name, "‖full activation‖", points),
+         caption);
+  if (l.has_gradient_paths) {
+    figure(o, id + "-gradient-paths",
+           bar_chart_svg(L + "gradient into the routing neurons, by path", "expert", "‖gradient‖", experts,
+                         {{"via VSE", {}, l.gradient.vse},
+                          {"via scores", {}, l.gradient.score},
+                          {"full", {}, l.gradient.full}}),
+           "Frobenius norms over W_gate[:, :r] and W_up[:, :r]: via VSE = through the virtual shared expert, "
+               "via scores = through the routing weights (and any loss on the scores); on " + std::to_string(r.gradient_tokens) +
+               " tokens; largest relative split error " + num(l.gradient_split_error, "%.2g") + ".");
+  }
+  token_view(o, r, li);
+}
+
+}  // namespace
+
+std::string report_html(const AnalysisResult& r, const std::string& title) {
+  std::ostringstream o;
+  o << "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n<title>"
+    << escape_xml(title) << "</title>\n<style>\n"
+       "body { font-family: sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }\n"
+       "table { border-collapse: collapse; font-size: 13px; } td, th { border: 1px solid #ccc; padding: 3px 6px; }\n"
+       "figure { margin: 1.5em 0; } figcaption { font-size: 13px; color: #555; }\n"
+       ".tokens { font-family: monospace; white-space: pre-wrap; line-height: 1.6; border: 1px solid #ddd; padding: 8px; }\n"
+       ".legend span { padding: 2px 6px; margin-right: 4px; font-size: 13px; }\n</style>\n</head>\n<body>\n";
+  o << "<h1>" << escape_xml(title) << "</h1>\n<p>" << escape_xml(ffn_summary(r.config)) << ". " << r.tokens
+    << " tokens analysed in " << num(r.seconds, "%.1f") << " s. Metrics are defined in docs/METRICS.md.</p>\n";
+  const std::vector<std::string> layers = [&] {
+    std::vector<std::string> v;
+    for (size_t li = 0; li < r.layers.size(); ++li) v.push_back("layer " + std::to_string(li));
+    return v;
+  }();
+  std::vector<double> load_h, conf_h, overlap, random, rest_overlap;
+  for (const LayerAnalysis& l : r.layers) {
+    load_h.push_back(l.load_entropy);
+    conf_h.push_back(l.confidence_entropy);
+    overlap.push_back(l.full.overlap);
+    random.push_back(l.full.random_overlap);
+    rest_overlap.push_back(l.rest.overlap);
+  }
+  o << "<h2>Summary</h2>\n";
+  summary_table(o, r);
+  figure(o, "summary-entropy",
+         bar_chart_svg("Load and confidence entropy per layer", "layer", "normalised entropy", layers,
+                       {{"load entropy", {}, load_h}, {"confidence entropy", {}, conf_h}}),
+         "Load entropy 1 = every expert gets the same share; confidence entropy 0 = one selected expert takes all the weight.");
+  std::vector<Series> agree = {{"score vs full activation", {}, overlap}};
+  if (r.config.ffn.kind == nn::FfnKind::UoE) agree.push_back({"score vs neurons r..D", {}, rest_overlap});
+  agree.push_back({"random selection", {}, random});
+  figure(o, "summary-agreement",
+         bar_chart_svg("Are neurons secretly routers? Top-K overlap per layer", "layer", "overlap", layers, agree),
+         "Fraction of the selected experts that are also among the top-K experts by the norm of their full activation.");
+  for (size_t li = 0; li < r.layers.size(); ++li) layer_section(o, r, li);
+  o << "</body>\n</html>\n";
+  return o.str();
+}
+
+}  // namespace uoe::analysis

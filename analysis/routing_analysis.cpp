@@ -1,0 +1,325 @@
+// Routing analysis: per-layer accumulators over traced forwards, and the driver over a token file.
+#include "analysis/routing_analysis.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "autograd/grad_mode.h"
+#include "core/error.h"
+#include "ops/ops.h"
+
+namespace uoe::analysis {
+namespace {
+
+// Ranks 1..m of v (ties share their average rank).
+std::vector<double> ranks(const std::vector<double>& v) {
+  std::vector<size_t> order(v.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+  std::vector<double> r(v.size());
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i;
+    while (j + 1 < order.size() && v[order[j + 1]] == v[order[i]]) ++j;
+    for (size_t k = i; k <= j; ++k) r[order[k]] = 0.5 * double(i + j) + 1.0;
+    i = j + 1;
+  }
+  return r;
+}
+
+// Pearson correlation; NaN when either side is constant.
+double pearson(const std::vector<double>& a, const std::vector<double>& b) {
+  const double m = double(a.size());
+  const double ma = std::accumulate(a.begin(), a.end(), 0.0) / m, mb = std::accumulate(b.begin(), b.end(), 0.0) / m;
+  double sab = 0, saa = 0, sbb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    sab += (a[i] - ma) * (b[i] - mb);
+    saa += (a[i] - ma) * (a[i] - ma);
+    sbb += (b[i] - mb) * (b[i] - mb);
+  }
+  return saa > 0 && sbb > 0 ? sab / std::sqrt(saa * sbb) : std::nan("");
+}
+
+double spearman(const std::vector<double>& a, const std::vector<double>& b) { return pearson(ranks(a), ranks(b)); }
+
+// Normalised entropy of non-negative weights (normalised to sum 1 first), divided by log(base).
+double normalised_entropy(const std::vector<double>& w, double base) {
+  const double total = std::accumulate(w.begin(), w.end(), 0.0);
+  if (total <= 0 || base <= 1) return 0.0;
+  double h = 0;
+  for (double x : w)
+    if (x > 0) h -= (x / total) * std::log(x / total);
+  return h / std::log(base);
+}
+
+Histogram histogram(const std::vector<const std::vector<double>*>& data, double lo, double hi, int64_t bins) {
+  if (!(hi > lo)) hi = lo + 1;
+  Histogram h;
+  for (int64_t b = 0; b <= bins; ++b) h.edges.push_back(lo + (hi - lo) * double(b) / double(bins));
+  h.counts.assign(size_t(bins), 0.0);
+  for (const auto* v : data)
+    for (double x : *v) h.counts[size_t(std::clamp<int64_t>(int64_t((x - lo) / (hi - lo) * double(bins)), 0, bins - 1))] += 1;
+  return h;
+}
+
+std::vector<double> row(const std::vector<double>& m, int64_t t, int64_t n) {
+  return {m.begin() + t * n, m.begin() + (t + 1) * n};
+}
+
+// The selected experts (valid slots) of token t.
+std::vector<int64_t> selected(const std::vector<int64_t>& idx, int64_t t, int64_t K) {
+  std::vector<int64_t> s;
+  for (int64_t k = 0; k < K; ++k)
+    if (idx[size_t(t * K + k)] >= 0) s.push_back(idx[size_t(t * K + k)]);
+  return s;
+}
+
+constexpr size_t kScatterPoints = 4096;
+
+}  // namespace
+
+LayerAccumulator::LayerAccumulator(int64_t n_experts, int64_t slots)
+    : n_(n_experts), slots_(slots), count_(size_t(n_experts), 0.0), scores_(size_t(n_experts)) {
+  full_.score.resize(size_t(n_));
+  full_.norm.resize(size_t(n_));
+  rest_.score.resize(size_t(n_));
+  rest_.norm.resize(size_t(n_));
+}
+
+void LayerAccumulator::add_routing(const nn::RoutingTrace& trace) {
+  const int64_t T = trace.scores.size(0), K = trace.route.indices.size(1);
+  UOE_CHECK(trace.scores.size(1) == n_ && K == slots_, "[analysis] trace of shape scores ", shape_str(trace.scores.shape()),
+            ", indices ", shape_str(trace.route.indices.shape()), " does not match n = ", n_, ", K = ", slots_);
+  const std::vector<double> s = trace.scores.to(DType::Float64).to_vector<double>();
+  const std::vector<double> w = trace.route.weights.to(DType::Float64).to_vector<double>();
+  const std::vector<int64_t> idx = trace.route.indices.to_vector<int64_t>();
+  for (int64_t t = 0; t < T; ++t) {
+    const std::vector<int64_t> sel = selected(idx, t, K);
+    std::vector<double> weights;
+    for (int64_t k = 0; k < K; ++k)
+      if (idx[size_t(t * K + k)] >= 0) weights.push_back(w[size_t(t * K + k)]);
+    for (int64_t e : sel) count_[size_t(e)] += 1;
+    routed_ += double(sel.size());
+    selected_sum_ += double(sel.size());
+    confidence_sum_ += normalised_entropy(weights, double(K));
+    std::vector<double> sorted = row(s, t, n_);
+    for (int64_t i = 0; i < n_; ++i) scores_[size_t(i)].push_back(sorted[size_t(i)]);
+    std::sort(sorted.begin(), sorted.end(), std::greater<>());
+    const size_t k = sel.size();
+    if (k >= 1 && k < size_t(n_)) margins_.push_back(sorted[k - 1] - sorted[k]);
+  }
+  tokens_ += T;
+}
+
+void LayerAccumulator::add_agreement(AgreementSums& a, const std::vector<double>& s, const std::vector<double>& ref,
+                                     const std::vector<int64_t>& sel) {
+  const double rho = spearman(s, ref);
+  if (std::isfinite(rho)) {
+    a.spearman += rho;
+    a.ranked += 1;
+  }
+  // top-|sel| experts by the reference (ties: lower index first)
+  std::vector<int64_t> order(static_cast<size_t>(n_));
+  std::iota(order.begin(), order.end(), int64_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return ref[size_t(x)] > ref[size_t(y)]; });
+  if (!sel.empty()) {
+    int64_t common = 0;
+    for (size_t k = 0; k < sel.size(); ++k)
+      common += std::count(sel.begin(), sel.end(), order[k]);
+    a.overlap += double(common) / double(sel.size());
+    a.random_overlap += double(sel.size()) / double(n_);
+    a.tokens += 1;
+  }
+  for (int64_t i = 0; i < n_; ++i) {
+    a.score[size_t(i)].push_back(s[size_t(i)]);
+    a.norm[size_t(i)].push_back(ref[size_t(i)]);
+  }
+}
+
+void LayerAccumulator::add_activations(const nn::Ffn& ffn, const nn::RoutingTrace& trace, const std::vector<int64_t>& rows) {
+  if (rows.empty()) return;
+  NoGradGuard no_grad;
+  const Tensor index = from_vector(rows, {int64_t(rows.size())}, TensorOptions{}.with_dtype(DType::Int64));
+  const Tensor x = ops::index_select(trace.input, 0, index);                                  // [S, d]
+  const std::vector<double> s = ops::index_select(trace.scores, 0, index).to(DType::Float64).to_vector<double>();
+  const std::vector<int64_t> idx = ops::index_select(trace.route.indices, 0, index).to_vector<int64_t>();
+  const auto* uoe = dynamic_cast<const nn::UoeFfn*>(&ffn);
+  const std::vector<double> full = expert_activation_norms(ffn, x, 0, -1).to(DType::Float64).to_vector<double>();  // [S, n]
+  std::vector<double> rest;
+  if (uoe) rest = expert_activation_norms(ffn, x, uoe->cfg.routing_neurons, -1).to(DType::Float64).to_vector<double>();
+  has_rest_ = uoe != nullptr;
+  const int64_t K = trace.route.indices.size(1);
+  for (int64_t t = 0; t < int64_t(rows.size()); ++t) {
+    const std::vector<double> st = row(s, t, n_);
+    const std::vector<int64_t> sel = selected(idx, t, K);
+    add_agreement(full_, st, row(full, t, n_), sel);
+    if (uoe) add_agreement(rest_, st, row(rest, t, n_), sel);
+    for (int64_t i = 0; i < n_ && sample_score_.size() < kScatterPoints; ++i) {
+      sample_score_.push_back(st[size_t(i)]);
+      sample_norm_.push_back(full[size_t(t * n_ + i)]);
+      sample_expert_.push_back(i);
+    }
+  }
+}
+
+Agreement LayerAccumulator::summarise(const AgreementSums& a) {
+  Agreement g;
+  g.spearman = a.ranked > 0 ? a.spearman / double(a.ranked) : 0.0;
+  g.overlap = a.tokens > 0 ? a.overlap / double(a.tokens) : 0.0;
+  g.random_overlap = a.tokens > 0 ? a.random_overlap / double(a.tokens) : 0.0;
+  for (size_t i = 0; i < a.score.size(); ++i) {
+    const double rho = a.score[i].size() > 1 ? spearman(a.score[i], a.norm[i]) : std::nan("");
+    g.spearman_expert.push_back(std::isfinite(rho) ? rho : 0.0);
+  }
+  return g;
+}
+
+LayerAnalysis LayerAccumulator::finish(int64_t bins) const {
+  LayerAnalysis l;
+  l.n_experts = n_;
+  l.slots = slots_;
+  for (double c : count_) l.load.push_back(routed_ > 0 ? c / routed_ : 0.0);
+  l.load_entropy = normalised_entropy(count_, double(n_));
+  l.confidence_entropy = tokens_ > 0 ? confidence_sum_ / double(tokens_) : 0.0;
+  l.experts_per_token = tokens_ > 0 ? selected_sum_ / double(tokens_) : 0.0;
+  double lo = INFINITY, hi = -INFINITY;
+  for (const auto& v : scores_)
+    for (double x : v) lo = std::min(lo, x), hi = std::max(hi, x);
+  for (const auto& v : scores_) l.scores.push_back(histogram({&v}, std::isfinite(lo) ? lo : 0.0, std::isfinite(hi) ? hi : 1.0, bins));
+  std::vector<double> m = margins_;
+  std::sort(m.begin(), m.end());
+  l.margin = histogram({&m}, 0.0, m.empty() ? 1.0 : m.back(), bins);
+  l.margin_mean = m.empty() ? 0.0 : std::accumulate(m.begin(), m.end(), 0.0) / double(m.size());
+  l.margin_median = m.empty() ? 0.0 : m.size() % 2 ? m[m.size() / 2] : 0.5 * (m[m.size() / 2 - 1] + m[m.size() / 2]);
+  l.full = summarise(full_);
+  l.has_rest = has_rest_;
+  if (has_rest_) l.rest = summarise(rest_);
+  l.sample_score = sample_score_;
+  l.sample_norm = sample_norm_;
+  l.sample_expert = sample_expert_;
+  return l;
+}
+
+Tensor expert_activation_norms(const nn::Ffn& ffn, const Tensor& x, int64_t lo, int64_t hi) {
+  NoGradGuard no_grad;
+  const nn::ExpertWeights* w = nullptr;
+  const Tensor* gate_down = nullptr;
+  int64_t d_low = 0;
+  if (const auto* m = dynamic_cast<const nn::MoeFfn*>(&ffn)) w = &m->w;
+  if (const auto* u = dynamic_cast<const nn::UoeFfn*>(&ffn)) w = &u->w;
+  if (const auto* a = dynamic_cast<const nn::AoeFfn*>(&ffn)) {
+    w = &a->w;
+    gate_down = &a->gate_down;
+    d_low = a->cfg.d_low;
+  }
+  UOE_CHECK(w, "[expert_activation_norms] the layer has no experts (dense FFN)");
+  const int64_t n = w->gate.size(0), D = w->gate.size(2);
+  if (hi < 0) hi = D;
+  UOE_CHECK(0 <= lo && lo < hi && hi <= D, "[expert_activation_norms] neuron range [", lo, ", ", hi, ") is not inside [0, ", D, ")");
+  std::vector<Tensor> norms;
+  for (int64_t i = 0; i < n; ++i) {
+    // g_i: the gate input (AoE: x W_down[i], [T, d_low]); h_i = silu(g_i W_gate[i]) ⊙ (x W_up[i])   [T, hi − lo]
+    const Tensor g_in = gate_down ? ops::matmul(x, gate_down->narrow(1, i * d_low, d_low)) : x;
+    const Tensor h = ops::silu(ops::matmul(g_in, w->gate.select(0, i).narrow(1, lo, hi - lo))) *
+                     ops::matmul(x, w->up.select(0, i).narrow(1, lo, hi - lo));
+    norms.push_back(ops::sqrt(ops::sum(h * h, {1})));  // [T]
+  }
+  return ops::stack(norms, 1);  // [T, n]
+}
+
+namespace {
+
+// Reads `count` ids from position `start` on, wrapping around the end of the file.
+std::vector<int64_t> read_wrapped(const nn::TokenFile& file, int64_t start, int64_t count) {
+  std::vector<int64_t> out(static_cast<size_t>(count));
+  for (int64_t done = 0; done < count;) {
+    const int64_t pos = (start + done) % file.size(), n = std::min(count - done, file.size() - pos);
+    file.read(pos, n, out.data() + done);
+    done += n;
+  }
+  return out;
+}
+
+// Windows [start + w·seq, start + w·seq + seq + shift) for w in [first, first + rows): [rows, seq] int64
+Tensor windows(const nn::TokenFile& file, int64_t start, int64_t first, int64_t rows, int64_t seq, int64_t shift) {
+  std::vector<int64_t> ids;
+  for (int64_t w = first; w < first + rows; ++w) {
+    const std::vector<int64_t> win = read_wrapped(file, start + w * seq + shift, seq);
+    ids.insert(ids.end(), win.begin(), win.end());
+  }
+  return from_vector(ids, {rows, seq}, TensorOptions{}.with_dtype(DType::Int64));
+}
+
+}  // namespace
+
+AnalysisResult analyze(nn::LanguageModel& model, const nn::TokenFile& data, int64_t val_begin,
+                       const nn::Tokenizer& tokenizer, const AnalysisOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const nn::ModelConfig& c = model.config;
+  UOE_CHECK(c.ffn.kind != nn::FfnKind::Dense, "[analyze] the model has a dense FFN: there is no routing to analyse");
+  const int64_t seq = o.seq > 0 ? o.seq : c.context;
+  UOE_CHECK(seq <= c.context, "[analyze] --seq ", seq, " exceeds the model context ", c.context);
+  UOE_CHECK(o.tokens >= seq && o.batch > 0 && o.gradient_windows > 0, "[analyze] need tokens >= seq (", o.tokens,
+            " < ", seq, "), batch > 0 and gradient windows > 0");
+  UOE_CHECK(data.size() > seq, "[analyze] ", data.path(), " has ", data.size(), " tokens: fewer than one window of ", seq + 1);
+  UOE_CHECK(data.vocab_size() <= c.vocab_size, "[analyze] ", data.path(), " has vocabulary ", data.vocab_size(),
+            " but the model's is ", c.vocab_size);
+  const int64_t n = c.ffn.n_experts, K = c.ffn.routing == "topp" && c.ffn.kind == nn::FfnKind::UoE ? n : c.ffn.top_k;
+  const int64_t n_windows = o.tokens / seq, total = n_windows * seq;
+  const int64_t stride = std::max<int64_t>(1, total / std::max<int64_t>(1, o.activation_tokens));
+
+  std::vector<LayerAccumulator> acc(size_t(c.n_layers), LayerAccumulator(n, K));
+  AnalysisResult result;
+  result.config = c;
+  result.tokens = total;
+  std::vector<std::vector<int64_t>> example(size_t(c.n_layers));
+  const bool was_training = model.is_training();
+  model.eval();
+  for (auto& b : model.blocks) b->ffn->record = true;
+  {
+    NoGradGuard no_grad;
+    for (int64_t w0 = 0; w0 < n_windows; w0 += o.batch) {
+      const int64_t rows = std::min(o.batch, n_windows - w0), first_token = w0 * seq;
+      model.forward(windows(data, val_begin, w0, rows, seq, 0));
+      std::vector<int64_t> sampled;  // rows of this batch's [rows·seq] tokens picked for the activation study
+      for (int64_t t = (stride - first_token % stride) % stride; t < rows * seq; t += stride)
+        if ((first_token + t) / stride < o.activation_tokens) sampled.push_back(t);
+      for (size_t l = 0; l < model.blocks.size(); ++l) {
+        const nn::Ffn& ffn = *model.blocks[l]->ffn;
+        acc[l].add_routing(ffn.trace);
+        acc[l].add_activations(ffn, ffn.trace, sampled);
+        const std::vector<int64_t> top = ffn.trace.route.indices.select(1, 0).to_vector<int64_t>();
+        for (int64_t t = 0; t < rows * seq && int64_t(example[l].size()) < o.example_tokens; ++t) example[l].push_back(top[size_t(t)]);
+      }
+    }
+  }
+  for (auto& b : model.blocks) b->ffn->record = false;
+  for (size_t l = 0; l < acc.size(); ++l) {
+    result.layers.push_back(acc[l].finish(o.bins));
+    result.layers.back().example_expert = example[l];
+  }
+  const std::vector<int64_t> shown = read_wrapped(data, val_begin, std::min(o.example_tokens, total));
+  for (int64_t id : shown) result.example_pieces.push_back(tokenizer.decode({int32_t(id)}));
+
+  if (c.ffn.kind == nn::FfnKind::UoE) {
+    const int64_t rows = std::min(o.gradient_windows, n_windows);
+    const Tensor ids = windows(data, val_begin, 0, rows, seq, 0), targets = windows(data, val_begin, 0, rows, seq, 1);
+    const std::vector<RoutingGradientSplit> splits = routing_gradient_paths(model, ids, targets);
+    for (size_t l = 0; l < splits.size(); ++l) {
+      LayerAnalysis& la = result.layers[l];
+      la.has_gradient_paths = true;
+      la.gradient = path_norms(splits[l]);
+      for (int64_t i = 0; i < n && c.ffn.combine == "vse"; ++i)
+        if (la.gradient.full[size_t(i)] > 0)
+          la.gradient_split_error = std::max(la.gradient_split_error, la.gradient.rest[size_t(i)] / la.gradient.full[size_t(i)]);
+    }
+    result.gradient_tokens = rows * seq;
+    model.zero_grad();
+  }
+  model.train(was_training);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+}  // namespace uoe::analysis

@@ -1,0 +1,52 @@
+// uoe analyze: routing analysis of a checkpoint over a text (report.html, stats.json, CSV files).
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "analysis/report.h"
+#include "args.h"
+#include "commands.h"
+#include "nn/checkpoint.h"
+
+namespace uoe::cli {
+
+int cmd_analyze(const std::vector<std::string>& argv) {
+  const Args a("analyze", argv,
+               {"ckpt", "data", "out", "tokens", "seq", "batch", "samples", "grad-windows", "examples", "bins", "threads"});
+  set_threads(a.integer("threads", 0));
+  const std::string ckpt = a.required("ckpt"), data = a.required("data"), out = a.required("out");
+  analysis::AnalysisOptions o;
+  o.tokens = a.integer("tokens", o.tokens);
+  o.seq = a.integer("seq", o.seq);
+  o.batch = a.integer("batch", o.batch);
+  o.activation_tokens = a.integer("samples", o.activation_tokens);
+  o.gradient_windows = a.integer("grad-windows", o.gradient_windows);
+  o.example_tokens = a.integer("examples", o.example_tokens);
+  o.bins = a.integer("bins", o.bins);
+  UOE_CHECK(o.bins >= 1 && o.activation_tokens >= 0 && o.example_tokens >= 0,
+            "--bins must be >= 1 and --samples, --examples >= 0");
+
+  nn::Checkpoint c = nn::load_checkpoint(ckpt);
+  nn::LanguageModel model(c.config);
+  model.load_state_dict(c.model);
+  const std::string cache = "/tmp/uoe-analyze-" + std::to_string(::getpid()) + ".bin";
+  const auto tokens = open_tokens(data, *c.tokenizer, cache);
+  const nn::TokenDataset split(tokens);
+  const analysis::AnalysisResult r = analysis::analyze(model, *tokens, split.val_begin(), *c.tokenizer, o);
+  ::unlink(cache.c_str());
+  analysis::write_report(out, r, "Routing analysis of " + ckpt);
+
+  std::printf("analysed %ld tokens of %s in %.1f s (%s FFN)\n", long(r.tokens), data.c_str(), r.seconds,
+              nn::ffn_kind_name(c.config.ffn.kind));
+  std::printf("%-6s %13s %13s %12s %12s %12s\n", "layer", "load entropy", "confidence H", "spearman", "topK overlap",
+              "random");
+  for (size_t l = 0; l < r.layers.size(); ++l) {
+    const analysis::LayerAnalysis& x = r.layers[l];
+    std::printf("%-6zu %13.3f %13.3f %12.3f %12.3f %12.3f\n", l, x.load_entropy, x.confidence_entropy, x.full.spearman,
+                x.full.overlap, x.full.random_overlap);
+  }
+  std::printf("report: %s/report.html\n", out.c_str());
+  return 0;
+}
+
+}  // namespace uoe::cli

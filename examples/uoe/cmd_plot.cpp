@@ -1,0 +1,17 @@
+// uoe plot: a run's training-time charts (loss, lr, grad norm, tokens/s, expert load) as SVG files and one HTML page.
+#include <cstdio>
+
+#include "analysis/metrics_plot.h"
+#include "args.h"
+#include "commands.h"
+
+namespace uoe::cli {
+
+int cmd_plot(const std::vector<std::string>& argv) {
+  const Args a("plot", argv, {"run", "out"});
+  const std::string dir = analysis::write_run_plots(a.required("run"), a.str("out", ""));
+  std::printf("wrote %s/index.html\n", dir.c_str());
+  return 0;
+}
+
+}  // namespace uoe::cli

@@ -1,0 +1,125 @@
+// `uoe analyze` end to end on micro checkpoints: the report is well-formed XHTML with every chart,
+// stats.json and the CSV files are consistent, MoE leaves out the UoE-only parts, bad input is refused.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/json.h"
+#include "fixtures.h"
+#include "nn/tokenizer.h"
+#include "nn/trainer.h"
+#include "xml_check.h"
+
+namespace uoe::analysis {
+namespace {
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Trains a micro model of `kind` for 3 steps into dir/<name>; returns its checkpoint directory.
+std::string micro_checkpoint(const std::string& dir, nn::FfnKind kind, const nn::TokenDataset& data) {
+  nn::TrainOptions o;
+  o.steps = 3;
+  o.batch = 4;
+  o.seq = 32;
+  o.eval_every = 0;
+  o.eval_batches = 1;
+  o.progress = false;
+  o.out_dir = dir + "/" + nn::ffn_kind_name(kind);
+  nn::train(test::micro_config(kind), o, data, *nn::make_byte_tokenizer());
+  return o.out_dir + "/checkpoint";
+}
+
+std::string analyze(const std::string& ckpt, const std::string& data, const std::string& out, int* code) {
+  return test::run_command(std::string(UOE_CLI_PATH) + " analyze --ckpt " + ckpt + " --data " + data + " --out " + out +
+                               " --tokens 2048 --seq 32 --samples 256 --examples 100 --grad-windows 2",
+                           code);
+}
+
+TEST(AnalyzeCli, UoeReportHasEveryChartAndConsistentData) {
+  const std::string dir = test::temp_dir("analyze_uoe");
+  const auto data = test::micro_data(dir);
+  const std::string ckpt = micro_checkpoint(dir, nn::FfnKind::UoE, *data);
+  int code = 0;
+  const std::string out = analyze(ckpt, dir + "/text.txt", dir + "/report", &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("analysed 2048 tokens"), std::string::npos) << out;
+
+  const std::string html = read(dir + "/report/report.html");
+  const test::XmlCheck doc = test::check_xml(html);
+  ASSERT_EQ(doc.error, "") << doc.error;
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("src="), std::string::npos);  // no external resources
+  std::vector<std::string> ids = {"summary-entropy", "summary-agreement"};
+  for (const char* layer : {"layer0", "layer1"})
+    for (const char* part : {"-load", "-scores", "-margin", "-agreement", "-gradient-paths", "-tokens"})
+      ids.push_back(std::string(layer) + part);
+  for (const std::string& id : ids) EXPECT_EQ(doc.find("figure", "id", id).size(), 1u) << id;
+  EXPECT_EQ(doc.find("figure").size(), ids.size());
+  EXPECT_EQ(doc.find("svg").size(), ids.size() - 2);  // every figure but the two token views is a chart
+  EXPECT_GE(doc.find("span").size(), 100u);           // the coloured example tokens
+
+  const json::Value stats = json::parse(read(dir + "/report/stats.json"), "stats.json");
+  EXPECT_EQ(stats.at("tokens").as_int(), 2048);
+  const std::vector<json::Value>& layers = stats.at("layers").as_array();
+  ASSERT_EQ(layers.size(), 2u);
+  for (size_t l = 0; l < layers.size(); ++l) {
+    double total = 0;
+    for (const json::Value& f : layers[l].at("load").as_array()) total += f.as_double();
+    EXPECT_NEAR(total, 1.0, 1e-9);
+    const double h = layers[l].at("load_entropy").as_double();
+    EXPECT_TRUE(h > 0 && h <= 1.0 + 1e-12) << h;
+    EXPECT_LT(layers[l].at("gradient_paths").at("split_error").as_double(), 1e-3);
+    const double overlap = layers[l].at("score_vs_full_activation").at("topk_overlap").as_double();
+    EXPECT_TRUE(overlap >= 0 && overlap <= 1) << overlap;
+    EXPECT_DOUBLE_EQ(layers[l].at("score_vs_full_activation").at("random_overlap").as_double(), 0.5);  // K / n
+  }
+  for (const char* csv : {"load", "scores", "margins", "agreement", "gradient_paths", "token_experts"}) {
+    const std::string text = read(dir + "/report/" + csv + ".csv");
+    EXPECT_GT(std::count(text.begin(), text.end(), '\n'), 2) << csv;
+  }
+  const std::string load = read(dir + "/report/load.csv");
+  EXPECT_EQ(std::count(load.begin(), load.end(), '\n'), 1 + 2 * 4);  // header + layer × expert
+}
+
+TEST(AnalyzeCli, MoeReportLeavesOutTheUoeParts) {
+  const std::string dir = test::temp_dir("analyze_moe");
+  const auto data = test::micro_data(dir);
+  const std::string ckpt = micro_checkpoint(dir, nn::FfnKind::MoE, *data);
+  int code = 0;
+  const std::string out = analyze(ckpt, dir + "/text.txt", dir + "/report", &code);
+  ASSERT_EQ(code, 0) << out;
+  const test::XmlCheck doc = test::check_xml(read(dir + "/report/report.html"));
+  ASSERT_EQ(doc.error, "");
+  EXPECT_EQ(doc.find("figure", "id", "layer0-agreement").size(), 1u);
+  EXPECT_EQ(doc.find("figure", "id", "layer0-gradient-paths").size(), 0u);
+  const json::Value stats = json::parse(read(dir + "/report/stats.json"), "stats.json");
+  EXPECT_FALSE(stats.at("layers").as_array()[0].contains("gradient_paths"));
+  EXPECT_FALSE(stats.at("layers").as_array()[0].contains("score_vs_rest_activation"));
+}
+
+TEST(AnalyzeCli, BadInputGetsOneClearError) {
+  const std::string dir = test::temp_dir("analyze_bad");
+  const auto data = test::micro_data(dir);
+  const std::string dense = micro_checkpoint(dir, nn::FfnKind::Dense, *data);
+  int code = 0;
+  std::string out = analyze(dense, dir + "/text.txt", dir + "/report", &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("dense FFN: there is no routing to analyse"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/report/report.html"));
+  out = analyze(dir + "/missing", dir + "/text.txt", dir + "/report", &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("no checkpoint"), std::string::npos) << out;
+  out = test::run_command(std::string(UOE_CLI_PATH) + " analyze --ckpt " + dense, &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("--data"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace uoe::analysis

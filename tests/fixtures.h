@@ -1,0 +1,24 @@
+// Shared test fixtures: scratch directories, a micro model configuration, a small learnable text,
+// and running the uoe program.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "nn/config.h"
+#include "nn/dataset.h"
+
+namespace uoe::test {
+
+// A fresh empty directory under the test temp dir, unique to this process.
+std::string temp_dir(const std::string& name);
+
+// A 2-layer, d = 32 model of the given FFN kind (4 experts, top-2, D = 32, r = 8): trains in milliseconds.
+nn::ModelConfig micro_config(nn::FfnKind kind);
+
+// Writes dir/text.txt (a text with structure to learn) and its byte tokens dir/tokens.bin.
+std::shared_ptr<nn::TokenDataset> micro_data(const std::string& dir);
+
+// Runs a shell command; returns its stdout and stderr together and sets *code to its exit status.
+std::string run_command(const std::string& cmd, int* code);
+
+}  // namespace uoe::test
