@@ -9,18 +9,29 @@ std::string describe(const Tensor& t) {
   return std::string(dtype_name(t.dtype())) + shape_str(t.shape()) + " on " + t.device().str();
 }
 
-void check_cpu_op(const char* op, std::initializer_list<Tensor> tensors) {
-  const Tensor* first = nullptr;
+namespace {
+
+std::string describe_all(std::initializer_list<Tensor> tensors) {
   std::string all;
+  for (const Tensor& t : tensors) all += (all.empty() ? "" : ", ") + (t.defined() ? describe(t) : std::string("undefined"));
+  return all;
+}
+
+}  // namespace
+
+void check_same_device(const char* op, std::initializer_list<Tensor> tensors) {
+  const Tensor* first = nullptr;
   for (const Tensor& t : tensors) {
     UOE_CHECK(t.defined(), "[", op, "] got an undefined tensor");
-    all += (all.empty() ? "" : ", ") + describe(t);
     if (!first) first = &t;
+    UOE_CHECK(t.device() == first->device(), "[", op, "] all tensors must be on one device, got ", describe_all(tensors));
   }
-  for (const Tensor& t : tensors)
-    UOE_CHECK(t.device() == first->device(), "[", op, "] all tensors must be on one device, got ", all);
-  if (first && first->is_cuda())
-    fail("[", op, "] has no CUDA kernel yet: inputs ", all, "; move them to the cpu with .to(Device::cpu())");
+}
+
+void check_cpu_op(const char* op, std::initializer_list<Tensor> tensors) {
+  check_same_device(op, tensors);
+  if (tensors.size() && tensors.begin()->is_cuda())
+    fail("[", op, "] has no CUDA kernel yet: inputs ", describe_all(tensors), "; move them to the cpu with .to(Device::cpu())");
 }
 
 void check_floating(const char* op, const char* arg, const Tensor& t) {

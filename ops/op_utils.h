@@ -7,8 +7,10 @@
 
 namespace uoe::ops {
 
-// All defined tensors on one device; CPU kernels only until the CUDA kernels land.
-// The error names the op and shows every tensor's shape and device.
+// All defined tensors on one device (CPU or one GPU); the error names the op and shows every tensor's shape
+// and device. Ops whose kernels exist on both devices dispatch with UOE_KERNEL (ops/backend.h).
+void check_same_device(const char* op, std::initializer_list<Tensor> tensors);
+// check_same_device, and CPU only: for the ops that have no CUDA kernel yet (the error says so).
 void check_cpu_op(const char* op, std::initializer_list<Tensor> tensors);
 // Floating dtype required; the error names the op, the argument and its dtype.
 void check_floating(const char* op, const char* arg, const Tensor& t);

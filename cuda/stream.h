@@ -1,0 +1,56 @@
+// Devices and streams: the current device and the stream every kernel of this library launches on.
+#pragma once
+#include <cuda_runtime.h>
+
+namespace uoe::cuda {
+
+// The stream kernels and copies on `device` are issued to (the device's default stream unless a StreamGuard
+// is alive on this thread).
+cudaStream_t current_stream(int device);
+
+// While alive: `device` is the current CUDA device of this thread (restored afterwards).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_;
+};
+
+// While alive: current_stream(device) is `stream` on this thread.
+class StreamGuard {
+ public:
+  StreamGuard(int device, cudaStream_t stream);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  int device_;
+  cudaStream_t previous_;
+};
+
+// A CUDA event (timing or cross-stream ordering), destroyed with the object.
+class Event {
+ public:
+  explicit Event(bool timing = false);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(cudaStream_t stream);
+  void wait(cudaStream_t stream) const;  // stream waits until the event has completed
+  void synchronize() const;
+  float elapsed_ms(const Event& start) const;  // both recorded with timing = true
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+// Blocks until all work on `device` has finished; errors raised by earlier asynchronous kernels surface here,
+// named with `op`.
+void synchronize(int device, const char* op);
+
+}  // namespace uoe::cuda
