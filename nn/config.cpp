@@ -2,6 +2,7 @@
 #include "nn/config.h"
 
 #include <cmath>
+#include <filesystem>
 #include <set>
 
 #include "core/error.h"
@@ -135,41 +136,66 @@ void resolve_defaults(ModelConfig& c) {
   if (f.d_low == 0) f.d_low = std::max<int64_t>(1, std::llround(double(c.d_model) / 3.0));
 }
 
+namespace {
+
+// A preset family: the Transformer and the expert geometry every kind of the family shares.
+struct Family {
+  const char* name;
+  int64_t vocab, d, layers, heads, context, n, K, D, r;
+};
+
+// tiny: a laptop CPU in minutes. small: GPT-2-small scale (~124M active parameters with the 50304 vocabulary).
+constexpr Family kFamilies[] = {
+    {"tiny", 256, 256, 4, 4, 256, 8, 2, 512, 64},
+    {"small", 50304, 768, 12, 12, 1024, 8, 2, 768, 96},
+};
+
+std::string preset_list() {
+  std::string out;
+  for (const Family& f : kFamilies)
+    for (const char* kind : {"uoe", "moe", "aoe", "dense"}) out += std::string(out.empty() ? "" : ", ") + f.name + "-" + kind;
+  return out;
+}
+
+// Every kind at matched active compute: the MoE's shared expert is the UoE's virtual shared expert (n r),
+// AoE keeps parameter parity with a MoE of width D, the dense FFN is as wide as UoE's active neurons.
+ModelConfig family_member(const Family& fam, FfnKind kind) {
+  ModelConfig c;
+  c.name = std::string(fam.name) + "-" + ffn_kind_name(kind);
+  c.vocab_size = fam.vocab;
+  c.d_model = fam.d;
+  c.n_layers = fam.layers;
+  c.n_heads = fam.heads;
+  c.n_kv_heads = fam.heads;
+  c.context = fam.context;
+  FfnConfig& f = c.ffn;
+  f.kind = kind;
+  f.n_experts = fam.n;
+  f.top_k = fam.K;
+  f.expert_width = fam.D;
+  f.routing_neurons = fam.r;
+  if (kind == FfnKind::MoE) f.shared_width = fam.n * fam.r;
+  if (kind == FfnKind::AoE) {
+    f.d_low = std::llround(double(fam.d) / 3.0);
+    // parameter parity with a MoE of width D: d_wide = (3 d D - d_low d) / (d_low + 2 d)
+    f.expert_width = std::llround(double(3 * fam.d * fam.D - f.d_low * fam.d) / double(f.d_low + 2 * fam.d));
+  }
+  if (kind == FfnKind::Dense) f.hidden = fam.n * fam.r + fam.K * (fam.D - fam.r);  // UoE's active width
+  resolve_defaults(c);
+  return c;
+}
+
+}  // namespace
+
 ModelConfig load_model_config(const std::string& preset_or_path) {
   const std::string& p = preset_or_path;
-  if (p.rfind("tiny-", 0) == 0) {
-    ModelConfig c;
-    c.name = p;
-    c.vocab_size = 256;
-    c.d_model = 256;
-    c.n_layers = 4;
-    c.n_heads = 4;
-    c.n_kv_heads = 4;
-    c.context = 256;
-    FfnConfig& f = c.ffn;
-    f.n_experts = 8;
-    f.top_k = 2;
-    f.expert_width = 512;
-    f.routing_neurons = 64;
-    if (p == "tiny-uoe") {
-      f.kind = FfnKind::UoE;
-    } else if (p == "tiny-moe") {
-      f.kind = FfnKind::MoE;
-      f.shared_width = 512;  // = n * r, the UoE's virtual shared expert
-    } else if (p == "tiny-aoe") {
-      f.kind = FfnKind::AoE;
-      f.d_low = std::llround(double(c.d_model) / 3.0);
-      // parameter parity with a MoE of width D: d_wide = (3 d D - d_low d) / (d_low + 2 d)
-      f.expert_width = std::llround(double(3 * c.d_model * 512 - f.d_low * c.d_model) / double(f.d_low + 2 * c.d_model));
-    } else if (p == "tiny-dense") {
-      f.kind = FfnKind::Dense;
-      // UoE active width: n r + K (D - r) = 8*64 + 2*(512-64)
-      f.hidden = 8 * 64 + 2 * (512 - 64);
-    } else {
-      fail("[config] unknown preset '", p, "': expected tiny-uoe, tiny-moe, tiny-aoe, tiny-dense or a JSON file");
-    }
-    resolve_defaults(c);
-    return c;
+  if (!std::filesystem::exists(p) && p.find(".json") == std::string::npos) {
+    const size_t dash = p.rfind('-');
+    for (const Family& fam : kFamilies)
+      if (dash != std::string::npos && p.compare(0, dash, fam.name) == 0)
+        for (FfnKind kind : {FfnKind::UoE, FfnKind::MoE, FfnKind::AoE, FfnKind::Dense})
+          if (p.compare(dash + 1, std::string::npos, ffn_kind_name(kind)) == 0) return family_member(fam, kind);
+    fail("[config] unknown preset '", p, "': expected one of ", preset_list(), ", or a JSON file");
   }
   return model_config_from_json(json::read_file(p), p);
 }

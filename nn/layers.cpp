@@ -13,8 +13,9 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias, double init_std) {
 }
 
 Tensor Linear::forward(const Tensor& x) const {
-  Tensor y = ops::matmul(x, weight);  // [..., in] @ [in, out] -> [..., out]
-  return bias.defined() ? y + bias : y;
+  // Weights are cast to the activations' dtype (bf16 compute over float32 master weights).
+  Tensor y = ops::matmul(x, weight.to(x.dtype()));  // [..., in] @ [in, out] -> [..., out]
+  return bias.defined() ? y + bias.to(x.dtype()) : y;
 }
 
 Embedding::Embedding(int64_t vocab, int64_t d, double init_std) {
@@ -25,7 +26,7 @@ Tensor Embedding::forward(const Tensor& ids) const { return ops::embedding(weigh
 
 RMSNorm::RMSNorm(int64_t d, double e) : eps(e) { weight = register_parameter("weight", ones({d})); }
 
-Tensor RMSNorm::forward(const Tensor& x) const { return ops::rms_norm(x, weight, eps); }
+Tensor RMSNorm::forward(const Tensor& x) const { return ops::rms_norm(x, weight.to(x.dtype()), eps); }
 
 SwiGLU::SwiGLU(int64_t d, int64_t hidden, double out_std) {
   gate = register_module("gate", std::make_shared<Linear>(d, hidden));

@@ -77,7 +77,7 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool st
     }
     UOE_CHECK(it->second.shape() == t.shape(), "[load_state_dict] tensor '", name, "' has shape ",
               shape_str(it->second.shape()), " but the model expects ", shape_str(t.shape()));
-    Tensor(t).copy_(it->second);
+    Tensor(t).copy_(it->second.to(t.device()));
   }
 }
 

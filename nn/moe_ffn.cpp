@@ -28,7 +28,9 @@ Tensor MoeFfn::forward(const Tensor& x) {
   // Router in float32 whatever the compute dtype: logits [T, n]
   const Tensor logits = ops::matmul(x.to(router_dtype(x.dtype())), router.to(router_dtype(x.dtype())));
   const ops::Route route = ops::topk_route(logits, cfg.top_k, ops::RouteWeights::TopKSoftmax);
-  Tensor y = ops::expert_ffn(x, route.indices, route.weights.to(x.dtype()), w.gate, w.up, w.down, 0, cfg.expert_width);
+  const DType dt = x.dtype();  // expert weights in the compute dtype
+  Tensor y = ops::expert_ffn(x, route.indices, route.weights.to(dt), w.gate.to(dt), w.up.to(dt), w.down.to(dt), 0,
+                             cfg.expert_width);
   if (shared) y = y + shared->forward(x);
   const Tensor probs = ops::softmax(logits, -1);
   stats = routing_stats(probs, route, cfg.n_experts);
@@ -48,10 +50,11 @@ AoeFfn::AoeFfn(const ModelConfig& c, double out_std) : cfg(c.ffn) {
 
 Tensor AoeFfn::forward(const Tensor& x) {
   const int64_t T = x.size(0), n = cfg.n_experts;
-  const Tensor c = ops::matmul(x, gate_down);                          // [T, n * d_low]
+  const DType dt = x.dtype();
+  const Tensor c = ops::matmul(x, gate_down.to(dt));                   // [T, n * d_low]
   const Tensor scores = ops::group_l2norm(c.to(router_dtype(x.dtype())), n);    // [T, n]
   const ops::Route route = ops::topk_route(scores, cfg.top_k, weights_mode(cfg.weights));
-  const Tensor y = ops::expert_ffn(x, route.indices, route.weights.to(x.dtype()), w.gate, w.up, w.down, 0,
+  const Tensor y = ops::expert_ffn(x, route.indices, route.weights.to(dt), w.gate.to(dt), w.up.to(dt), w.down.to(dt), 0,
                                    cfg.expert_width, c.view({T, n, cfg.d_low}));
   const Tensor probs = ops::softmax(scores, -1);
   stats = routing_stats(probs, route, n);

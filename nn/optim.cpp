@@ -1,12 +1,20 @@
-// Optimisers, schedule and clipping. Updates run in the fused CPU kernels of ops/cpu/optimizer_kernels.
+// Optimisers, schedule and clipping. Updates run in the fused kernels of ops/cpu/optimizer_kernels and, for
+// parameters on a GPU, cuda/optimizer_kernels (AdamW: one multi-tensor launch per device and step); optimiser
+// state lives on its parameter's device.
 #include "nn/optim.h"
 
 #include <cmath>
+#include <optional>
 
 #include "autograd/grad_mode.h"
 #include "core/error.h"
+#include "ops/backend.h"
 #include "ops/cpu/optimizer_kernels.h"
 #include "ops/ops.h"
+#if UOE_WITH_CUDA
+#include "cuda/optimizer_kernels.h"
+#include "cuda/stream.h"
+#endif
 
 namespace uoe::nn {
 namespace {
@@ -26,9 +34,11 @@ int64_t load_step(const std::map<std::string, Tensor>& state) {
 }
 
 void check_update(const Tensor& p, const Tensor& g, const std::string& name) {
-  UOE_CHECK(p.dtype() == DType::Float32 && p.is_cpu() && p.is_contiguous(), "[optimizer] parameter '", name,
-            "' must be a contiguous float32 CPU tensor, got ", dtype_name(p.dtype()), shape_str(p.shape()));
+  UOE_CHECK(p.dtype() == DType::Float32 && p.is_contiguous(), "[optimizer] parameter '", name,
+            "' must be a contiguous float32 tensor, got ", dtype_name(p.dtype()), shape_str(p.shape()));
   UOE_CHECK(g.shape() == p.shape(), "[optimizer] gradient of '", name, "' has shape ", shape_str(g.shape()));
+  UOE_CHECK(g.device() == p.device(), "[optimizer] gradient of '", name, "' is on ", g.device().str(),
+            " but the parameter is on ", p.device().str());
 }
 
 }  // namespace
@@ -45,6 +55,12 @@ void AdamW::step(double lr) {
   ++steps_;
   const float bc1 = float(1.0 - std::pow(opt_.beta1, double(steps_)));
   const float bc2 = float(1.0 - std::pow(opt_.beta2, double(steps_)));
+#if UOE_WITH_CUDA
+  // GPU parameters are gathered per device and updated by one multi-tensor launch each (the contiguous
+  // gradients stay alive until the launches are queued).
+  std::map<int, std::vector<cuda::AdamWTensor>> gpu_params;
+  std::vector<Tensor> gpu_grads;
+#endif
   for (Slot& s : slots_) {
     const Tensor g = s.param.grad();
     if (!g.defined()) continue;
@@ -52,10 +68,26 @@ void AdamW::step(double lr) {
     const Tensor gc = g.contiguous();
     const cpu::AdamWStep st{float(lr), float(opt_.beta1), float(opt_.beta2), float(opt_.eps),
                             s.decay ? float(opt_.weight_decay) : 0.0f, bc1, bc2};
-    cpu::adamw_update(s.param.data_ptr<float>(), gc.data_ptr<float>(), s.m.data_ptr<float>(), s.v.data_ptr<float>(),
-                      s.param.numel(), st);
+    if (s.param.is_cuda()) {
+#if UOE_WITH_CUDA
+      gpu_params[s.param.device().index].push_back({s.param.data_ptr<float>(), gc.data_ptr<float>(),
+                                                    s.m.data_ptr<float>(), s.v.data_ptr<float>(), s.param.numel(),
+                                                    st.weight_decay});
+      gpu_grads.push_back(gc);
+#endif
+    } else {
+      cpu::adamw_update(s.param.data_ptr<float>(), gc.data_ptr<float>(), s.m.data_ptr<float>(),
+                        s.v.data_ptr<float>(), s.param.numel(), st);
+    }
     s.param.bump_version();
   }
+#if UOE_WITH_CUDA
+  const cpu::AdamWStep common{float(lr), float(opt_.beta1), float(opt_.beta2), float(opt_.eps), 0.0f, bc1, bc2};
+  for (const auto& [device, params] : gpu_params) {
+    cuda::DeviceGuard guard(device);
+    cuda::adamw_update_multi(params, common);
+  }
+#endif
 }
 
 NamedTensors AdamW::state() const {
@@ -89,8 +121,12 @@ void SGD::step(double lr) {
     if (!g.defined()) continue;
     check_update(s.param, g, s.name);
     const Tensor gc = g.contiguous();
-    cpu::sgd_update(s.param.data_ptr<float>(), gc.data_ptr<float>(), s.velocity.data_ptr<float>(), s.param.numel(),
-                    float(lr), float(momentum_), s.decay ? float(weight_decay_) : 0.0f);
+#if UOE_WITH_CUDA
+    std::optional<cuda::DeviceGuard> guard;
+    if (s.param.is_cuda()) guard.emplace(s.param.device().index);
+#endif
+    UOE_KERNEL(s.param, sgd_update(s.param.data_ptr<float>(), gc.data_ptr<float>(), s.velocity.data_ptr<float>(),
+                                   s.param.numel(), float(lr), float(momentum_), s.decay ? float(weight_decay_) : 0.0f));
     s.param.bump_version();
   }
 }

@@ -103,7 +103,8 @@ double evaluate(LanguageModel& model, const TokenDataset& data, int64_t batch, i
   double total = 0;
   int64_t tokens = 0;
   for (const Batch& b : data.val_batches(batch, seq, max_batches)) {
-    model.loss(b.x, b.y);
+    const Device device = model.embed->weight.device();
+    model.loss(b.x.to(device), b.y.to(device));
     total += model.last_ce.item<double>() * double(b.x.numel());
     tokens += b.x.numel();
   }
@@ -121,6 +122,8 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
   const std::string ckpt_dir = o.out_dir + "/checkpoint", metrics_path = o.out_dir + "/metrics.jsonl";
   manual_seed(o.seed);
   LanguageModel model(config);
+  model.to(o.device);  // before the optimiser, so its state is created beside the parameters
+  model.compute_dtype = o.compute_dtype;
   std::unique_ptr<Optimizer> opt = make_optimizer(o, model);
   const int64_t warmup = o.warmup >= 0 ? o.warmup : std::min<int64_t>(100, o.steps / 10);
   const double min_lr = o.min_lr >= 0 ? o.min_lr : o.lr / 10;
@@ -169,7 +172,7 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     double loss_sum = 0;
     for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
       const Batch b = data.train_batch(o.seed, uint64_t(step * o.grad_accum + micro), o.batch, o.seq);
-      Tensor loss = model.loss(b.x, b.y);
+      Tensor loss = model.loss(b.x.to(o.device), b.y.to(o.device));
       if (o.grad_accum > 1) loss = loss / double(o.grad_accum);
       loss.backward();
       loss_sum += model.last_ce.item<double>() / double(o.grad_accum);

@@ -2,6 +2,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ struct TrainOptions {
   bool resume = false;
   bool progress = true;      // the one-line progress bar on stderr
   std::string out_dir;       // metrics.jsonl and checkpoint/ go here
+  Device device = Device::cpu();       // where the model, its gradients and the optimiser state live
+  std::optional<DType> compute_dtype;  // mixed precision (e.g. bfloat16) over float32 master weights
 };
 
 struct EvalPoint {

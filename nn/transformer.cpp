@@ -16,11 +16,13 @@ Block::Block(const ModelConfig& c, double out_std) {
   ffn = register_module("ffn", make_ffn(c, out_std));
 }
 
-Tensor Block::forward(const Tensor& x) {
+Tensor Block::forward(const Tensor& x, std::optional<DType> compute) {
   const int64_t B = x.size(0), T = x.size(1), d = x.size(2);
-  const Tensor h = x + attn->forward(attn_norm->forward(x));                  // [B, T, d]
-  const Tensor f = ffn->forward(ffn_norm->forward(h).reshape({B * T, d}));     // [B·T, d]
-  return h + f.view({B, T, d});
+  // Norms and the residual stream in x's dtype; attention and the FFN in the compute dtype.
+  auto in = [&](const Tensor& t) { return compute ? t.to(*compute) : t; };
+  const Tensor h = x + attn->forward(in(attn_norm->forward(x))).to(x.dtype());            // [B, T, d]
+  const Tensor f = ffn->forward(in(ffn_norm->forward(h)).reshape({B * T, d}));             // [B·T, d]
+  return h + f.view({B, T, d}).to(x.dtype());
 }
 
 LanguageModel::LanguageModel(const ModelConfig& c) : config(c) {
@@ -36,14 +38,16 @@ LanguageModel::LanguageModel(const ModelConfig& c) : config(c) {
 Tensor LanguageModel::forward(const Tensor& ids) {
   UOE_CHECK(ids.dim() == 2 && ids.size(1) <= config.context, "[model] ids must be [B, T] with T <= context ",
             config.context, ", got ", shape_str(ids.shape()));
-  Tensor x = embed->forward(ids);  // [B, T, d]
-  for (auto& b : blocks) x = b->forward(x);
+  Tensor x = embed->forward(ids);  // [B, T, d], the residual stream stays in the parameters' dtype
+  for (auto& b : blocks) x = b->forward(x, compute_dtype);
   x = final_norm->forward(x);
-  return head ? head->forward(x) : ops::matmul(x, embed->weight.mT());  // [B, T, vocab]
+  if (compute_dtype) x = x.to(*compute_dtype);
+  return head ? head->forward(x) : ops::matmul(x, embed->weight.to(x.dtype()).mT());  // [B, T, vocab]
 }
 
 Tensor LanguageModel::loss(const Tensor& ids, const Tensor& targets) {
-  const Tensor logits = forward(ids);
+  Tensor logits = forward(ids);
+  if (is_reduced_float(logits.dtype())) logits = logits.to(DType::Float32);  // the loss in float32
   last_ce = ops::cross_entropy(logits, targets);
   Tensor total = last_ce;
   for (auto& b : blocks)

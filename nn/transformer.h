@@ -1,6 +1,7 @@
 // Pre-norm Transformer block and the decoder-only language model (tied or untied head).
 #pragma once
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "nn/attention.h"
@@ -12,7 +13,8 @@ namespace uoe::nn {
 class Block : public Module {
  public:
   Block(const ModelConfig& c, double out_std);
-  Tensor forward(const Tensor& x);  // x: [B, T, d] -> [B, T, d]
+  // x: [B, T, d] -> [B, T, d]; attention and FFN run in `compute` (e.g. bfloat16) when set.
+  Tensor forward(const Tensor& x, std::optional<DType> compute = std::nullopt);
   std::shared_ptr<RMSNorm> attn_norm, ffn_norm;
   std::shared_ptr<CausalSelfAttention> attn;
   std::shared_ptr<Ffn> ffn;
@@ -22,6 +24,10 @@ class LanguageModel : public Module {
  public:
   explicit LanguageModel(const ModelConfig& c);
   Tensor forward(const Tensor& ids);  // ids: [B, T] int -> logits [B, T, vocab]
+  // Mixed precision: attention, FFNs and the head (and the weights as each layer uses them) compute in this
+  // dtype, e.g. bfloat16, while the parameters, norms, residual stream, router and loss stay float32.
+  // Unset: everything in the parameters' dtype.
+  std::optional<DType> compute_dtype;
   // Mean next-token cross-entropy plus every layer's auxiliary loss.
   Tensor loss(const Tensor& ids, const Tensor& targets);
   // Cross-entropy alone, from the last forward's logits.

@@ -21,9 +21,9 @@ Tensor unselected_mask(const Tensor& indices, int64_t n, int64_t r, DType dtype)
 RoutingActivations routing_activations(const Tensor& x, const Tensor& w_gate, const Tensor& w_up, int64_t r,
                                        const std::string& score) {
   const int64_t d = x.size(1), n = w_gate.size(0);
-  // Stack the routing parts [0, r) of all experts: Ŵ_g^R, Ŵ_p^R [d, n·r]
-  const Tensor wg_r = w_gate.narrow(2, 0, r).permute({1, 0, 2}).reshape({d, n * r});
-  const Tensor wp_r = w_up.narrow(2, 0, r).permute({1, 0, 2}).reshape({d, n * r});
+  // Stack the routing parts [0, r) of all experts, in the compute dtype: Ŵ_g^R, Ŵ_p^R [d, n·r]
+  const Tensor wg_r = w_gate.narrow(2, 0, r).permute({1, 0, 2}).reshape({d, n * r}).to(x.dtype());
+  const Tensor wp_r = w_up.narrow(2, 0, r).permute({1, 0, 2}).reshape({d, n * r}).to(x.dtype());
   RoutingActivations act;
   act.g = ops::matmul(x, wg_r);
   act.a = ops::silu(act.g);
@@ -49,22 +49,24 @@ Tensor UoeFfn::forward(const Tensor& x) {
     source = source.view(source.shape());
     source.register_hook(score_grad_hook);
   }
-  const Tensor wo_r = w.down.narrow(1, 0, r).reshape({n * r, d});  // Ŵ_o^R [n·r, d]
+  const DType dt = x.dtype();
+  const Tensor wo_r = w.down.narrow(1, 0, r).reshape({n * r, d}).to(dt);  // Ŵ_o^R [n·r, d]
   // Routing score: L2 norm of each expert's r activations (in float32)   [T, n]
   const Tensor s = ops::group_l2norm(source.to(router_dtype(x.dtype())), n);
   const ops::RouteWeights mode = weights_mode(cfg.weights);
   const ops::Route route =
       cfg.routing == "topp" ? ops::topp_route(s, cfg.top_p, n, mode) : ops::topk_route(s, cfg.top_k, mode);
-  const Tensor weights = route.weights.to(x.dtype());
+  const Tensor weights = route.weights.to(dt);
+  const Tensor w_gate = w.gate.to(dt), w_up = w.up.to(dt), w_down = w.down.to(dt);
   Tensor y;
   if (cfg.combine == "vse") {
     // y = VSE + Σ_{i∈I} w_i · E_i restricted to neurons [r, D)
-    y = ops::matmul(h, wo_r) + ops::expert_ffn(x, route.indices, weights, w.gate, w.up, w.down, r, D);
+    y = ops::matmul(h, wo_r) + ops::expert_ffn(x, route.indices, weights, w_gate, w_up, w_down, r, D);
   } else {
     // full_expert: selected experts contribute w_i · E_i(x) over all D neurons; only the
     // unselected experts' routing parts enter with weight 1.
     const Tensor unselected = unselected_mask(route.indices, n, r, x.dtype());  // [T, n·r]
-    y = ops::matmul(h * unselected, wo_r) + ops::expert_ffn(x, route.indices, weights, w.gate, w.up, w.down, 0, D);
+    y = ops::matmul(h * unselected, wo_r) + ops::expert_ffn(x, route.indices, weights, w_gate, w_up, w_down, 0, D);
   }
   const Tensor probs = ops::softmax(s, -1);
   stats = routing_stats(probs, route, n);

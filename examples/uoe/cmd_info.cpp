@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "args.h"
+#include "core/error.h"
 #include "commands.h"
 #include "nn/accounting.h"
 
@@ -15,9 +16,14 @@ int cmd_info(const std::vector<std::string>& argv) {
   std::printf("%-8s %14s %14s %16s %16s\n", "ffn", "total params", "active params", "FLOPs/token", "train memory");
   for (nn::FfnKind kind : {nn::FfnKind::Dense, nn::FfnKind::MoE, nn::FfnKind::AoE, nn::FfnKind::UoE}) {
     nn::ModelConfig c = base;
-    const std::string family = base.name.rfind("tiny-", 0) == 0 ? "tiny-" + std::string(nn::ffn_kind_name(kind)) : "";
-    if (!family.empty()) c = nn::load_model_config(family);
-    else c.ffn.kind = kind;
+    // a preset's own family (tiny-*, small-*), else the same file with the FFN kind switched
+    const size_t dash = base.name.rfind('-');
+    const std::string sibling = dash == std::string::npos ? "" : base.name.substr(0, dash + 1) + nn::ffn_kind_name(kind);
+    try {
+      c = nn::load_model_config(sibling);
+    } catch (const Error&) {
+      c.ffn.kind = kind;
+    }
     nn::resolve_defaults(c);
     const nn::ModelCounts k = nn::count_model(c);
     std::printf("%-8s %13.2fM %13.2fM %15.2fM %14.0f MiB%s\n", nn::ffn_kind_name(kind), k.total / 1e6, k.active / 1e6,

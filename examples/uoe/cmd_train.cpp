@@ -5,6 +5,7 @@
 #include "args.h"
 #include "commands.h"
 #include "core/error.h"
+#include "cuda/cuda_api.h"
 #include "nn/checkpoint.h"
 #include "nn/trainer.h"
 
@@ -14,7 +15,7 @@ int cmd_train(const std::vector<std::string>& argv) {
   const Args a("train", argv,
                {"config", "data", "out", "steps", "batch", "seq", "lr", "min-lr", "warmup", "threads", "seed",
                 "eval-every", "eval-batches", "save-every", "grad-accum", "optimizer", "tokenizer", "minutes", "clip",
-                "weight-decay"},
+                "weight-decay", "device", "dtype"},
                {"resume", "quiet"});
   set_threads(a.integer("threads", 0));
   nn::ModelConfig config = nn::load_model_config(a.str("config", "tiny-uoe"));
@@ -37,6 +38,12 @@ int cmd_train(const std::vector<std::string>& argv) {
   o.weight_decay = a.number("weight-decay", 0.1);
   o.resume = a.flag("resume");
   o.progress = !a.flag("quiet");
+  o.device = Device::parse(a.str("device", "cpu"));
+  const std::string dtype = a.str("dtype", "f32");
+  UOE_CHECK(dtype == "f32" || dtype == "bf16", "--dtype '", dtype, "': expected f32 or bf16 (bf16 compute over float32 master weights)");
+  if (dtype == "bf16") o.compute_dtype = DType::BFloat16;
+  UOE_CHECK(o.device.is_cpu() || cuda::is_available(), "--device ", o.device.str(),
+            ": no CUDA device is visible (a CPU-only build, or no GPU); use --device cpu");
   UOE_CHECK(o.steps > 0 && o.batch > 0 && o.seq > 0 && o.grad_accum > 0,
             "--steps, --batch, --seq and --grad-accum must be positive");
   std::filesystem::create_directories(o.out_dir);
@@ -50,9 +57,10 @@ int cmd_train(const std::vector<std::string>& argv) {
   config.vocab_size = std::max(config.vocab_size, tok->vocab_size());
   const auto tokens = open_tokens(data, *tok, o.out_dir + "/tokens.bin");
   const nn::TokenDataset dataset(tokens);
-  std::printf("uoe train: %s (%s FFN), %ld train / %ld val tokens, batch %ld x %ld, %ld steps -> %s\n",
-              config.name.c_str(), nn::ffn_kind_name(config.ffn.kind), long(dataset.train_tokens()),
-              long(dataset.val_tokens()), long(o.batch), long(o.seq), long(o.steps), o.out_dir.c_str());
+  std::printf("uoe train: %s (%s FFN) on %s (%s), %ld train / %ld val tokens, batch %ld x %ld, %ld steps -> %s\n",
+              config.name.c_str(), nn::ffn_kind_name(config.ffn.kind), o.device.str().c_str(), dtype.c_str(),
+              long(dataset.train_tokens()), long(dataset.val_tokens()), long(o.batch), long(o.seq), long(o.steps),
+              o.out_dir.c_str());
   const nn::TrainResult r = nn::train(config, o, dataset, *tok);
   std::printf("%s at step %ld: val loss %.4f nats/token, %.0f tokens/s; checkpoint in %s\n",
               r.interrupted ? "stopped by signal" : "done", long(r.steps), r.final_val_loss, r.tokens_per_s,
