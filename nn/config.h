@@ -45,7 +45,7 @@ FfnKind ffn_kind_from_name(const std::string& s);
 json::Value to_json(const ModelConfig& c);
 // Missing fields keep their defaults; unknown fields and bad values are errors naming the field.
 ModelConfig model_config_from_json(const json::Value& v, const std::string& source);
-// A preset (<family>-<kind>: families tiny and small, kinds uoe, moe, aoe, dense; see nn/config.cpp) or a JSON file.
+// A preset (<family>-<kind>: families tiny, small, 1b and 3b, kinds uoe, moe, aoe, dense; see nn/config.cpp) or a JSON file.
 ModelConfig load_model_config(const std::string& preset_or_path);
 // Resolves the 0 = "derived" fields (r, d_low, AoE width) in place.
 void resolve_defaults(ModelConfig& c);

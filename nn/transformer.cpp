@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "nn/activation_checkpoint.h"
 #include "ops/ops.h"
 
 namespace uoe::nn {
@@ -39,10 +40,25 @@ Tensor LanguageModel::forward(const Tensor& ids) {
   UOE_CHECK(ids.dim() == 2 && ids.size(1) <= config.context, "[model] ids must be [B, T] with T <= context ",
             config.context, ", got ", shape_str(ids.shape()));
   Tensor x = embed->forward(ids);  // [B, T, d], the residual stream stays in the parameters' dtype
-  for (auto& b : blocks) x = b->forward(x, compute_dtype);
+  for (auto& b : blocks) x = checkpoint_activations ? checkpointed(*b, x) : b->forward(x, compute_dtype);
   x = final_norm->forward(x);
   if (compute_dtype) x = x.to(*compute_dtype);
   return head ? head->forward(x) : ops::matmul(x, embed->weight.to(x.dtype()).mT());  // [B, T, vocab]
+}
+
+Tensor LanguageModel::checkpointed(Block& block, const Tensor& x) const {
+  // The block's output and its auxiliary loss (when it has one) leave the checkpoint together, so the loss's
+  // gradient reaches the router through the recomputation too.
+  const std::optional<DType> compute = compute_dtype;
+  const std::vector<Tensor> out = checkpoint(
+      [&block, compute](const Tensor& in) {
+        std::vector<Tensor> o = {block.forward(in, compute)};
+        if (block.ffn->stats.aux_loss.defined()) o.push_back(block.ffn->stats.aux_loss.to(o[0].dtype()));
+        return o;
+      },
+      x);
+  if (out.size() > 1) block.ffn->stats.aux_loss = out[1];
+  return out[0];
 }
 
 Tensor LanguageModel::loss(const Tensor& ids, const Tensor& targets) {

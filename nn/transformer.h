@@ -28,6 +28,9 @@ class LanguageModel : public Module {
   // dtype, e.g. bfloat16, while the parameters, norms, residual stream, router and loss stay float32.
   // Unset: everything in the parameters' dtype.
   std::optional<DType> compute_dtype;
+  // Activation checkpointing per block: only each block's input is kept for backward, which recomputes the
+  // block (one more forward; memory for activations drops to one [B, T, d] tensor per block).
+  bool checkpoint_activations = false;
   // Mean next-token cross-entropy plus every layer's auxiliary loss.
   Tensor loss(const Tensor& ids, const Tensor& targets);
   // Cross-entropy alone, from the last forward's logits.
@@ -39,6 +42,9 @@ class LanguageModel : public Module {
   std::vector<std::shared_ptr<Block>> blocks;
   std::shared_ptr<RMSNorm> final_norm;
   std::shared_ptr<Linear> head;  // null when tied to the embedding
+
+ private:
+  Tensor checkpointed(Block& block, const Tensor& x) const;
 };
 
 }  // namespace uoe::nn
