@@ -8,6 +8,10 @@
 #include "core/tensor.h"
 #include "cuda/cuda_api.h"
 #include "ops/cpu/copy_kernels.h"
+#if UOE_WITH_CUDA
+#include "cuda/copy_kernels.h"
+#include "cuda/random_kernels.h"
+#endif
 
 namespace uoe {
 namespace {
@@ -45,10 +49,14 @@ Tensor full(const Shape& shape, double value, TensorOptions opt) {
   if (t.is_cpu()) {
     cpu::fill(t, value);
   } else {
+#if UOE_WITH_CUDA
+    cuda::fill(t, value);  // on the device's current stream
+#else
     Tensor one = full({}, value, TensorOptions{}.with_dtype(opt.dtype));
     unsigned long long bits = 0;
     std::memcpy(&bits, one.raw_data(), one.itemsize());
     cuda::fill_bytes(t.raw_data(), size_t(t.numel()), t.itemsize(), bits);
+#endif
   }
   return finish(t, opt.with_requires_grad(grad));
 }
@@ -73,6 +81,15 @@ Tensor rand(const Shape& shape, TensorOptions opt, Generator* gen) {
   Generator& g = gen ? *gen : default_generator();
   const DType host = opt.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
   UOE_CHECK(is_floating(opt.dtype), "[rand] needs a floating dtype, got ", dtype_name(opt.dtype));
+#if UOE_WITH_CUDA
+  if (opt.device.is_cuda()) {  // drawn on the device: the same bits as the CPU path below
+    check_shape(shape, "rand");
+    Tensor t = empty(shape, TensorOptions{}.with_dtype(host).with_device(opt.device));
+    const uint64_t start = g.reserve(uint64_t(t.numel()) * (host == DType::Float64 ? kRngWordsPerDouble : kRngWordsPerFloat));
+    cuda::fill_uniform(t, g.seed(), start, 0.0, 1.0);
+    return finish(t.to(opt.dtype), opt);
+  }
+#endif
   return host_built(shape, host, opt, [&](Tensor& t) {
     const uint64_t start = g.reserve(uint64_t(t.numel()) * (host == DType::Float64 ? kRngWordsPerDouble : kRngWordsPerFloat));
     if (host == DType::Float64) fill_uniform(t.data_ptr<double>(), t.numel(), g.seed(), start, 0.0, 1.0);

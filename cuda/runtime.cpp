@@ -1,53 +1,26 @@
-// CUDA runtime: device queries, the device allocator, host/device copies.
+// CUDA runtime: device queries, registration of the caching device allocator, host/device copies.
 #include <cuda_runtime.h>
+
+#include <cstring>
 
 #include "core/allocator.h"
 #include "core/error.h"
+#include "cuda/caching_allocator.h"
+#include "cuda/check.h"
 #include "cuda/cuda_api.h"
+#include "cuda/stream.h"
 
 namespace uoe::cuda {
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  UOE_CHECK(e == cudaSuccess, "[cuda] ", what, " failed: ", cudaGetErrorString(e));
-}
-
-class CudaAllocator final : public Allocator {
- public:
-  void* allocate(size_t nbytes) override {
-    void* p = nullptr;
-    const cudaError_t e = cudaMalloc(&p, nbytes);
-    if (e != cudaSuccess) {
-      cudaGetLastError();
-      fail("[cuda allocator] out of memory: requested ", nbytes, " bytes with ", stats_.allocated,
-           " bytes in use (", cudaGetErrorString(e), ")");
-    }
-    stats_.allocated += nbytes;
-    stats_.reserved = stats_.allocated;
-    if (stats_.allocated > stats_.peak) stats_.peak = stats_.allocated;
-    return p;
-  }
-  void deallocate(void* p, size_t nbytes) override {
-    if (!p) return;
-    cudaFree(p);
-    stats_.allocated -= nbytes;
-    stats_.reserved = stats_.allocated;
-  }
-  AllocatorStats stats() const override { return stats_; }
-  void empty_cache() override {}
-
- private:
-  AllocatorStats stats_;
-};
-
-// Installs the device allocator when the library loads, if a GPU is visible.
+// Installs the caching device allocator when the library loads, if a GPU is visible.
 const bool g_registered = [] {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    cudaGetLastError();
+    (void)cudaGetLastError();
     return false;
   }
-  register_cuda_allocator(new CudaAllocator());
+  register_cuda_allocator(&caching_allocator());
   return true;
 }();
 
@@ -58,18 +31,31 @@ bool is_available() { return g_registered; }
 int device_count() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
+    (void)cudaGetLastError();
     return 0;
   }
   return n;
 }
 
+// The copy runs on the current stream of the GPU involved (the destination's when both are GPUs) and is
+// waited for, so the call is synchronous: host memory may be reused and device data read at once.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t n) {
   UOE_CHECK(is_available(), "[to] no CUDA device is visible");
   if (n == 0) return;
-  const cudaMemcpyKind kind = src_device.is_cpu() ? (dst_device.is_cpu() ? cudaMemcpyHostToHost : cudaMemcpyHostToDevice)
-                                                  : (dst_device.is_cpu() ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice);
-  check(cudaMemcpy(dst, src, n, kind), "cudaMemcpy");
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  if (src_device.is_cuda() && dst_device.is_cuda() && src_device.index != dst_device.index) {
+    // Work queued on the source GPU must finish before the destination GPU's stream reads its data.
+    DeviceGuard guard(src_device.index);
+    UOE_CUDA_CHECK("to", cudaStreamSynchronize(current_stream(src_device.index)));
+  }
+  const int device = dst_device.is_cuda() ? dst_device.index : src_device.index;
+  DeviceGuard guard(device);
+  const cudaStream_t stream = current_stream(device);
+  UOE_CUDA_CHECK("to", cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, stream));
+  UOE_CUDA_CHECK("to", cudaStreamSynchronize(stream));
 }
 
 }  // namespace uoe::cuda

@@ -1,14 +1,35 @@
 // scaled_dot_product_attention: fused, tiled causal attention (FlashAttention-style) with its own backward kernel.
 #include <cmath>
+#include <optional>
 
 #include "autograd/node.h"
 #include "core/error.h"
+#include "ops/backend.h"
 #include "ops/cpu/attention_kernels.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
+#if UOE_WITH_CUDA
+#include "cuda/attention_kernels.h"
+#include "cuda/stream.h"
+#endif
 
 namespace uoe::ops {
 namespace {
+
+#if UOE_WITH_CUDA
+// While alive: the GPU of `t` is the current CUDA device (kernels and allocations of this op go there); nothing
+// for CPU tensors.
+struct OnDevice {
+  std::optional<cuda::DeviceGuard> guard;
+  explicit OnDevice(const Tensor& t) {
+    if (t.is_cuda()) guard.emplace(t.device().index);
+  }
+};
+#else
+struct OnDevice {
+  explicit OnDevice(const Tensor&) {}
+};
+#endif
 
 // A [B, H, T, Dh] operand with a contiguous head dim, as the kernels take it.
 Tensor head_dim_contiguous(const Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); }
@@ -20,21 +41,41 @@ Tensor new_bthd(const Shape& bhtd, const Tensor& like_t) {
   return empty({bhtd[0], bhtd[2], bhtd[1], bhtd[3]}, like(like_t)).transpose(1, 2);
 }
 
+#if UOE_WITH_CUDA
+// bf16 on a GPU: the CUDA bf16 kernels take bf16 operands directly (float32 lse, tensor cores where they apply);
+// everything else computes in float32 / float64.
+bool native_bf16(const Tensor& q) { return q.is_cuda() && q.dtype() == DType::BFloat16; }
+#endif
+
 struct AttentionBackward final : autograd::Node {
   cpu::AttnShape shape;
   explicit AttentionBackward(cpu::AttnShape s) : shape(s) {}
   std::string name() const override { return "scaled_dot_product_attention"; }
   std::vector<Tensor> apply(const Tensor& g_in) override {
     const Tensor q = saved(0), k = saved(1), v = saved(2), out = saved(3), lse = saved(4);
+    const OnDevice on_device(q);
     const DType dt = g_in.dtype();
+#if UOE_WITH_CUDA
+    if (native_bf16(q)) {  // q, k, v, out saved in bf16, lse in float32
+      const Tensor g = head_dim_contiguous(g_in.to(DType::BFloat16));
+      Tensor dq = new_bthd(q.shape(), q), dk = new_bthd(k.shape(), k), dv = new_bthd(v.shape(), v);
+      cuda::attention_backward_bf16(shape, q.data_ptr<BFloat16>(), strides_of(q), k.data_ptr<BFloat16>(), strides_of(k),
+                                    v.data_ptr<BFloat16>(), strides_of(v), out.data_ptr<BFloat16>(), strides_of(out),
+                                    lse.data_ptr<float>(), g.data_ptr<BFloat16>(), strides_of(g),
+                                    dq.data_ptr<BFloat16>(), strides_of(dq), dk.data_ptr<BFloat16>(), strides_of(dk),
+                                    dv.data_ptr<BFloat16>(), strides_of(dv));
+      return {restore_dtype(dq, dt), restore_dtype(dk, dt), restore_dtype(dv, dt)};
+    }
+#endif
     const Tensor g = head_dim_contiguous(compute_view(g_in));
     Tensor dq = new_bthd(q.shape(), q), dk = new_bthd(k.shape(), k), dv = new_bthd(v.shape(), v);
     dispatch_float(q.dtype(), "scaled_dot_product_attention", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      cpu::attention_backward<T>(shape, q.data_ptr<T>(), strides_of(q), k.data_ptr<T>(), strides_of(k), v.data_ptr<T>(),
-                                 strides_of(v), out.data_ptr<T>(), strides_of(out), lse.data_ptr<T>(), g.data_ptr<T>(),
-                                 strides_of(g), dq.data_ptr<T>(), strides_of(dq), dk.data_ptr<T>(), strides_of(dk),
-                                 dv.data_ptr<T>(), strides_of(dv));
+      UOE_KERNEL(q, attention_backward<T>(shape, q.data_ptr<T>(), strides_of(q), k.data_ptr<T>(), strides_of(k),
+                                          v.data_ptr<T>(), strides_of(v), out.data_ptr<T>(), strides_of(out),
+                                          lse.data_ptr<T>(), g.data_ptr<T>(), strides_of(g), dq.data_ptr<T>(),
+                                          strides_of(dq), dk.data_ptr<T>(), strides_of(dk), dv.data_ptr<T>(),
+                                          strides_of(dv)));
     });
     return {restore_dtype(dq, dt), restore_dtype(dk, dt), restore_dtype(dv, dt)};
   }
@@ -45,7 +86,7 @@ struct AttentionBackward final : autograd::Node {
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool causal,
                                     double scale) {
   const char* op = "scaled_dot_product_attention";
-  check_cpu_op(op, {q_in, k_in, v_in});
+  check_same_device(op, {q_in, k_in, v_in});
   check_floating(op, "q", q_in);
   UOE_CHECK(q_in.dtype() == k_in.dtype() && q_in.dtype() == v_in.dtype(), "[", op, "] dtypes differ: q ",
             describe(q_in), ", k ", describe(k_in), ", v ", describe(v_in));
@@ -57,16 +98,31 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
                 Hkv > 0 && H % Hkv == 0,
             "[", op, "] q is ", shape_str(q_in.shape()), ", k is ", shape_str(k_in.shape()), ", v is ",
             shape_str(v_in.shape()), ": k and v must be [B, Hkv, T, Dh] with H divisible by Hkv");
+  const OnDevice on_device(q_in);
   const cpu::AttnShape shape{B, H, Hkv, T, Dh, scale > 0 ? scale : 1.0 / std::sqrt(double(std::max<int64_t>(Dh, 1))),
                              causal};
+#if UOE_WITH_CUDA
+  if (native_bf16(q_in)) {
+    const Tensor q = head_dim_contiguous(q_in), k = head_dim_contiguous(k_in), v = head_dim_contiguous(v_in);
+    Tensor out = new_bthd(q.shape(), q);
+    Tensor lse = empty({B, H, T}, TensorOptions{}.with_dtype(DType::Float32).with_device(q.device()));
+    cuda::attention_forward_bf16(shape, q.data_ptr<BFloat16>(), strides_of(q), k.data_ptr<BFloat16>(), strides_of(k),
+                                 v.data_ptr<BFloat16>(), strides_of(v), out.data_ptr<BFloat16>(), strides_of(out),
+                                 lse.data_ptr<float>());
+    if (auto node = autograd::record<AttentionBackward>(out, {q_in, k_in, v_in}, shape))
+      node->save({q, k, v, out, lse});
+    return out;
+  }
+#endif
   const Tensor q = head_dim_contiguous(compute_view(q_in)), k = head_dim_contiguous(compute_view(k_in)),
                v = head_dim_contiguous(compute_view(v_in));
   Tensor out = new_bthd(q.shape(), q);
   Tensor lse = empty({B, H, T}, like(q));
   dispatch_float(q.dtype(), op, [&](auto tag) {
     using S = typename decltype(tag)::type;
-    cpu::attention_forward<S>(shape, q.data_ptr<S>(), strides_of(q), k.data_ptr<S>(), strides_of(k), v.data_ptr<S>(),
-                              strides_of(v), out.data_ptr<S>(), strides_of(out), lse.data_ptr<S>());
+    UOE_KERNEL(q, attention_forward<S>(shape, q.data_ptr<S>(), strides_of(q), k.data_ptr<S>(), strides_of(k),
+                                       v.data_ptr<S>(), strides_of(v), out.data_ptr<S>(), strides_of(out),
+                                       lse.data_ptr<S>()));
   });
   Tensor y = restore_dtype(out, q_in.dtype());
   if (auto node = autograd::record<AttentionBackward>(y, {q_in, k_in, v_in}, shape)) node->save({q, k, v, out, lse});

@@ -1,9 +1,13 @@
 // Binary arithmetic with broadcasting (add, sub, mul, div, pow) and the Tensor operators: forward and backward.
 #include "autograd/node.h"
 #include "core/error.h"
+#include "ops/backend.h"
 #include "ops/cpu/elementwise_kernels.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
+#if UOE_WITH_CUDA
+#include "cuda/elementwise_kernels.h"
+#endif
 
 namespace uoe::ops {
 namespace {
@@ -12,7 +16,8 @@ using cpu::BinaryKind;
 
 Tensor run_binary(const char* op, BinaryKind kind, const Tensor& a, const Tensor& b) {
   check_binary(op, a, b);
-  return restore_dtype(cpu::binary(kind, compute_view(a), compute_view(b)), a.dtype());
+  const Tensor ac = compute_view(a), bc = compute_view(b);
+  return restore_dtype(UOE_KERNEL(ac, binary(kind, ac, bc)), a.dtype());
 }
 
 // Gradients of a binary op as functions of (a, b, g); each is summed back to its input's shape.

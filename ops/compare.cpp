@@ -1,9 +1,13 @@
 // Comparisons (eq, ne, lt, le, gt, ge -> bool) and where(cond, a, b) with its backward.
 #include "autograd/node.h"
 #include "core/error.h"
+#include "ops/backend.h"
 #include "ops/cpu/elementwise_kernels.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
+#if UOE_WITH_CUDA
+#include "cuda/elementwise_kernels.h"
+#endif
 
 namespace uoe::ops {
 namespace {
@@ -12,7 +16,8 @@ using cpu::BinaryKind;
 
 Tensor compare(const char* op, BinaryKind kind, const Tensor& a, const Tensor& b) {
   check_binary(op, a, b);
-  return cpu::binary(kind, compute_view(a), compute_view(b));
+  const Tensor ac = compute_view(a), bc = compute_view(b);
+  return UOE_KERNEL(ac, binary(kind, ac, bc));
 }
 
 struct WhereBackward final : autograd::Node {
@@ -37,11 +42,11 @@ Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", BinaryKind::G
 Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", BinaryKind::Ge, a, b); }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  check_cpu_op("where", {cond, a, b});
+  check_same_device("where", {cond, a, b});
   UOE_CHECK(cond.dtype() == DType::Bool, "[where] cond must be bool, got ", describe(cond));
   UOE_CHECK(a.dtype() == b.dtype(), "[where] dtypes differ: a is ", describe(a), " and b is ", describe(b));
   broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
-  Tensor y = cpu::where(cond, a, b);
+  Tensor y = UOE_KERNEL(a, where(cond, a, b));
   if (auto node = autograd::record<WhereBackward>(y, {cond, a, b}, a.shape(), b.shape())) node->save({cond});
   return y;
 }

@@ -2,8 +2,12 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "cuda/cuda_api.h"
+#include "ops/backend.h"
 #include "ops/cpu/copy_kernels.h"
 #include "ops/op_utils.h"
+#if UOE_WITH_CUDA
+#include "cuda/copy_kernels.h"
+#endif
 
 namespace uoe {
 namespace {
@@ -29,9 +33,9 @@ struct ToDeviceBackward final : autograd::Node {
 
 // A contiguous copy of `src` in `dtype` on src's device, with no autograd history.
 Tensor copy_as(const Tensor& src, DType dtype) {
-  ops::check_cpu_op("copy", {src});
+  ops::check_same_device("copy", {src});
   Tensor out = empty(src.shape(), TensorOptions{}.with_dtype(dtype).with_device(src.device()));
-  cpu::copy_cast(out, src);
+  UOE_KERNEL(out, copy_cast(out, src));
   return out;
 }
 
@@ -69,8 +73,8 @@ Tensor& Tensor::copy_(const Tensor& src) {
   UOE_CHECK(broadcast_shapes(src.shape(), shape(), "copy_") == shape(), "[copy_] source of shape ",
             shape_str(src.shape()), " cannot be broadcast to the destination's shape ", shape_str(shape()));
   const Tensor s = src.device() == device() ? src : src.to(device());
-  ops::check_cpu_op("copy_", {*this, s});
-  cpu::copy_cast(*this, s);
+  ops::check_same_device("copy_", {*this, s});
+  UOE_KERNEL(*this, copy_cast(*this, s));
   bump_version();
   return *this;
 }

@@ -4,6 +4,9 @@
 #include "ops/cpu/rowwise_kernels.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
+#if UOE_WITH_CUDA
+#include "cuda/rowwise_kernels.h"
+#endif
 
 namespace uoe::ops {
 namespace {
@@ -18,6 +21,18 @@ struct CrossEntropyBackward final : autograd::Node {
     const Tensor logits = saved(0), targets = saved(1), lse = saved(2);
     const int64_t V = logits.size(-1), N = logits.numel() / std::max<int64_t>(V, 1);
     Tensor dlogits = empty(logits.shape(), like(logits));
+#if UOE_WITH_CUDA
+    if (logits.is_cuda()) {  // the scale stays on the device: no g.item() round trip
+      const Tensor gc = compute_view(g).detach().contiguous(), row_scale = empty({N}, like(logits));
+      dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        cuda::cross_entropy_row_scale<T>(N, gc.data_ptr<T>(), count, row_scale.data_ptr<T>());
+        cuda::cross_entropy_backward<T>(N, V, logits.data_ptr<T>(), targets.data_ptr<int64_t>(), ignore_index,
+                                        lse.data_ptr<T>(), row_scale.data_ptr<T>(), dlogits.data_ptr<T>());
+      });
+      return {restore_dtype(dlogits, g.dtype()).reshape(in_shape), Tensor()};
+    }
+#endif
     const double scale = count > 0 ? g.item<double>() / double(count) : 0.0;
     dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -29,21 +44,12 @@ struct CrossEntropyBackward final : autograd::Node {
   }
 };
 
-}  // namespace
-
-Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in, int64_t ignore_index) {
-  const char* op = "cross_entropy";
-  check_cpu_op(op, {logits_in, targets_in});
-  check_floating(op, "logits", logits_in);
-  check_index(op, "targets", targets_in);
-  UOE_CHECK(logits_in.dim() >= 1, "[cross_entropy] logits must be [..., classes], got ", shape_str(logits_in.shape()));
-  const int64_t V = logits_in.size(-1);
-  const Shape want(logits_in.shape().begin(), logits_in.shape().end() - 1);
-  UOE_CHECK(targets_in.shape() == want, "[cross_entropy] logits are ", shape_str(logits_in.shape()),
-            " so targets must be ", shape_str(want), ", got ", shape_str(targets_in.shape()));
-  const Tensor logits = compute_view(logits_in).detach().contiguous();
-  const Tensor targets = targets_in.to(DType::Int64).contiguous();
-  const int64_t N = targets.numel();
+// The forward on the host: checks and counts the targets, then loss = sum of loss_per_row (in double, in row
+// order: the same sum whatever the thread count) / count. Returns count.
+//                          logits: [N, V] contiguous; targets: [N] int64; lse: [N]; loss: [] (written)
+int64_t forward_cpu(const Tensor& logits, const Tensor& targets, int64_t ignore_index, const Tensor& lse,
+                    const Tensor& loss) {
+  const int64_t N = targets.numel(), V = logits.size(-1);
   const int64_t* t = targets.data_ptr<int64_t>();
   int64_t count = 0;
   for (int64_t i = 0; i < N; ++i) {
@@ -52,9 +58,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in, int64_t 
               " classes (ignore_index is ", ignore_index, ")");
     ++count;
   }
-  Tensor lse = empty({N}, like(logits));
-  Tensor loss = empty({}, like(logits));
-  dispatch_float(logits.dtype(), op, [&](auto tag) {
+  dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = typename decltype(tag)::type;
     std::vector<T> per_row(static_cast<size_t>(N));
     cpu::cross_entropy_forward<T>(N, V, logits.data_ptr<T>(), t, ignore_index, per_row.data(), lse.data_ptr<T>());
@@ -63,6 +67,53 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in, int64_t 
     // No counted target: the loss is 0 with zero gradient (PyTorch returns NaN).
     *loss.data_ptr<T>() = T(count > 0 ? total / double(count) : 0.0);
   });
+  return count;
+}
+
+#if UOE_WITH_CUDA
+// The same on a GPU: the targets are checked and counted on the device (the one synchronisation: three numbers
+// copied back), the mean is a one-block kernel (double accumulation, fixed order).
+int64_t forward_cuda(const Tensor& logits, const Tensor& targets, int64_t ignore_index, const Tensor& lse,
+                     const Tensor& loss) {
+  const int64_t N = targets.numel(), V = logits.size(-1);
+  const Tensor per_row = empty({N}, like(logits));
+  int64_t count = 0;
+  dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const cuda::TargetCheck c =
+        cuda::cross_entropy_forward_checked<T>(N, V, logits.data_ptr<T>(), targets.data_ptr<int64_t>(), ignore_index,
+                                               per_row.data_ptr<T>(), lse.data_ptr<T>());
+    UOE_CHECK(c.bad_row < 0, "[cross_entropy] target ", c.bad_target, " at position ", c.bad_row,
+              " is out of range for ", V, " classes (ignore_index is ", ignore_index, ")");
+    count = c.count;
+    cuda::cross_entropy_mean_loss<T>(N, per_row.data_ptr<T>(), count, loss.data_ptr<T>());
+  });
+  return count;
+}
+#endif
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in, int64_t ignore_index) {
+  const char* op = "cross_entropy";
+  check_same_device(op, {logits_in, targets_in});
+  check_floating(op, "logits", logits_in);
+  check_index(op, "targets", targets_in);
+  UOE_CHECK(logits_in.dim() >= 1, "[cross_entropy] logits must be [..., classes], got ", shape_str(logits_in.shape()));
+  const Shape want(logits_in.shape().begin(), logits_in.shape().end() - 1);
+  UOE_CHECK(targets_in.shape() == want, "[cross_entropy] logits are ", shape_str(logits_in.shape()),
+            " so targets must be ", shape_str(want), ", got ", shape_str(targets_in.shape()));
+  const Tensor logits = compute_view(logits_in).detach().contiguous();
+  const Tensor targets = targets_in.to(DType::Int64).contiguous();
+  const int64_t N = targets.numel();
+  Tensor lse = empty({N}, like(logits));
+  Tensor loss = empty({}, like(logits));
+#if UOE_WITH_CUDA
+  const int64_t count = logits.is_cuda() ? forward_cuda(logits, targets, ignore_index, lse, loss)
+                                         : forward_cpu(logits, targets, ignore_index, lse, loss);
+#else
+  const int64_t count = forward_cpu(logits, targets, ignore_index, lse, loss);
+#endif
   Tensor y = restore_dtype(loss, logits_in.dtype());
   if (auto node = autograd::record<CrossEntropyBackward>(y, {logits_in, targets_in}, ignore_index, count,
                                                          logits_in.shape()))

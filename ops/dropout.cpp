@@ -6,7 +6,7 @@
 namespace uoe::ops {
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
-  check_cpu_op("dropout", {x});
+  check_same_device("dropout", {x});
   check_floating("dropout", "x", x);
   UOE_CHECK(p >= 0.0 && p <= 1.0, "[dropout] p must be in [0, 1], got ", p);
   if (!training || p == 0.0) return x;

@@ -1,9 +1,13 @@
 // Indexing ops (embedding, index_select, index_add, gather, scatter_add, topk): validation, forward, backward.
 #include "autograd/node.h"
 #include "core/error.h"
+#include "ops/backend.h"
 #include "ops/cpu/index_kernels.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
+#if UOE_WITH_CUDA
+#include "cuda/index_kernels.h"
+#endif
 
 namespace uoe::ops {
 namespace {
@@ -12,10 +16,20 @@ namespace {
 Tensor checked_index(const char* op, const Tensor& index, int64_t size, const char* what) {
   check_index(op, "index", index);
   Tensor idx = index.to(DType::Int64).contiguous();
+  auto raise = [&](int64_t i, int64_t v) {
+    fail("[", op, "] index ", v, " at position ", i, " is out of range for ", what, " of size ", size, " (index shape ",
+         shape_str(index.shape()), ")");
+  };
+#if UOE_WITH_CUDA
+  if (idx.is_cuda()) {  // checked on the device; only the first bad position comes back
+    const int64_t i = cuda::first_out_of_range(idx, size);
+    if (i >= 0) raise(i, idx.reshape({-1}).narrow(0, i, 1).to(Device::cpu()).data_ptr<int64_t>()[0]);
+    return idx;
+  }
+#endif
   const int64_t* p = idx.data_ptr<int64_t>();
   for (int64_t i = 0; i < idx.numel(); ++i)
-    UOE_CHECK(p[i] >= 0 && p[i] < size, "[", op, "] index ", p[i], " at position ", i, " is out of range for ", what,
-              " of size ", size, " (index shape ", shape_str(index.shape()), ")");
+    if (p[i] < 0 || p[i] >= size) raise(i, p[i]);
   return idx;
 }
 
@@ -69,17 +83,17 @@ void check_index_fits(const char* op, const Tensor& x, int64_t dim, const Tensor
 }  // namespace
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
-  check_cpu_op("index_select", {x, index});
+  check_same_device("index_select", {x, index});
   dim = wrap_dim(dim, x.dim(), "index_select");
   UOE_CHECK(index.dim() <= 1, "[index_select] index must be 1-D, got ", shape_str(index.shape()));
   const Tensor idx = checked_index("index_select", index, x.dim() ? x.size(dim) : 1, "dim of x");
-  Tensor y = cpu::index_select(x, dim, idx);
+  Tensor y = UOE_KERNEL(x, index_select(x, dim, idx));
   if (auto node = autograd::record<IndexSelectBackward>(y, {x}, x.shape(), dim)) node->save({idx});
   return y;
 }
 
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  check_cpu_op("index_add", {x, index, src});
+  check_same_device("index_add", {x, index, src});
   dim = wrap_dim(dim, x.dim(), "index_add");
   check_same_dtype("index_add", x, src);
   UOE_CHECK(index.dim() <= 1, "[index_add] index must be 1-D, got ", shape_str(index.shape()));
@@ -88,13 +102,14 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   UOE_CHECK(src.shape() == want, "[index_add] x is ", shape_str(x.shape()), ", index has ", index.numel(),
             " entries, so src must be ", shape_str(want), ", got ", shape_str(src.shape()));
   const Tensor idx = checked_index("index_add", index, x.size(dim), "dim of x");
-  Tensor y = restore_dtype(cpu::index_add(compute_view(x), dim, idx, compute_view(src)), x.dtype());
+  const Tensor xc = compute_view(x), sc = compute_view(src);
+  Tensor y = restore_dtype(UOE_KERNEL(xc, index_add(xc, dim, idx, sc)), x.dtype());
   if (auto node = autograd::record<IndexAddBackward>(y, {x, index, src}, dim)) node->save({idx});
   return y;
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
-  check_cpu_op("embedding", {weight, ids});
+  check_same_device("embedding", {weight, ids});
   UOE_CHECK(weight.dim() == 2, "[embedding] weight must be [vocab, dim], got ", shape_str(weight.shape()));
   Shape out_shape = ids.shape();
   out_shape.push_back(weight.size(1));
@@ -103,17 +118,18 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
-  check_cpu_op("gather", {x, index});
+  check_same_device("gather", {x, index});
   dim = wrap_dim(dim, x.dim(), "gather");
   check_index_fits("gather", x, dim, index);
   const Tensor idx = checked_index("gather", index, x.size(dim), "dim of x");
-  Tensor y = cpu::gather(x, dim, idx.view(index.shape()));
+  const Tensor iv = idx.view(index.shape());
+  Tensor y = UOE_KERNEL(x, gather(x, dim, iv));
   if (auto node = autograd::record<GatherBackward>(y, {x}, x.shape(), dim)) node->save({idx.view(index.shape())});
   return y;
 }
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  check_cpu_op("scatter_add", {x, index, src});
+  check_same_device("scatter_add", {x, index, src});
   dim = wrap_dim(dim, x.dim(), "scatter_add");
   check_same_dtype("scatter_add", x, src);
   check_index_fits("scatter_add", x, dim, index);
@@ -123,7 +139,8 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   const Tensor idx = checked_index("scatter_add", index, x.size(dim), "dim of x").view(index.shape());
   Tensor s = src;
   for (int64_t d = 0; d < index.dim(); ++d) s = s.narrow(d, 0, index.size(d));
-  Tensor y = restore_dtype(cpu::scatter_add(compute_view(x), dim, idx, compute_view(s)), x.dtype());
+  const Tensor xc = compute_view(x), sc = compute_view(s);
+  Tensor y = restore_dtype(UOE_KERNEL(xc, scatter_add(xc, dim, idx, sc)), x.dtype());
   if (auto node = autograd::record<ScatterAddBackward>(y, {x, index, s}, dim)) node->save({idx});
   return y;
 }

@@ -1,10 +1,15 @@
 // In-place ops for training loops (zero_, fill_, add_, mul_): bump the version, never record a graph.
 #include "autograd/node.h"
 #include "core/error.h"
+#include "ops/backend.h"
 #include "ops/cpu/copy_kernels.h"
 #include "ops/cpu/elementwise_kernels.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
+#if UOE_WITH_CUDA
+#include "cuda/copy_kernels.h"
+#include "cuda/elementwise_kernels.h"
+#endif
 
 namespace uoe {
 namespace {
@@ -22,12 +27,8 @@ void check_inplace(const char* op, const Tensor& self, const Tensor& other = Ten
 
 Tensor& Tensor::fill_(double value) {
   check_inplace("fill_", *this);
-  if (is_cpu()) {
-    cpu::fill(*this, value);
-    bump_version();
-  } else {
-    copy_(full({}, value, ops::like(*this)));
-  }
+  UOE_KERNEL(*this, fill(*this, value));
+  bump_version();
   return *this;
 }
 
@@ -36,11 +37,13 @@ Tensor& Tensor::zero_() { return fill_(0.0); }
 // self = self (op) other, written in place (reduced floats go through float32 and copy back).
 static Tensor& update_inplace(const char* op, Tensor& self, cpu::BinaryKind kind, const Tensor& other) {
   check_inplace(op, self, other);
-  ops::check_cpu_op(op, {self, other});
+  ops::check_same_device(op, {self, other});
   ops::check_same_dtype(op, self, other);
-  if (is_reduced_float(self.dtype()))
-    return self.copy_(ops::restore_dtype(cpu::binary(kind, ops::compute_view(self), ops::compute_view(other)), self.dtype()));
-  cpu::binary_into(kind, self, self, other);
+  if (is_reduced_float(self.dtype())) {
+    const Tensor a = ops::compute_view(self), b = ops::compute_view(other);
+    return self.copy_(ops::restore_dtype(UOE_KERNEL(a, binary(kind, a, b)), self.dtype()));
+  }
+  UOE_KERNEL(self, binary_into(kind, self, self, other));
   self.bump_version();
   return self;
 }

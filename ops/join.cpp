@@ -37,7 +37,7 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
   out_shape[dim] = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
     const Tensor& x = xs[i];
-    check_cpu_op("cat", {first, x});
+    check_same_device("cat", {first, x});
     UOE_CHECK(x.dtype() == first.dtype(), "[cat] tensor ", i, " is ", describe(x), " but tensor 0 is ", describe(first));
     UOE_CHECK(x.dim() == first.dim(), "[cat] tensor ", i, " has shape ", shape_str(x.shape()), " but tensor 0 has ",
               shape_str(first.shape()));

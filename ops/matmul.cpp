@@ -1,9 +1,14 @@
-// matmul with broadcast batch dims, on the packed CPU GEMM: forward and backward (dA = dC·Bᵀ, dB = Aᵀ·dC).
+// matmul with broadcast batch dims, on the packed CPU GEMM or cuBLASLt: forward and backward (dA = dC·Bᵀ,
+// dB = Aᵀ·dC).
 #include "autograd/node.h"
 #include "core/error.h"
 #include "ops/cpu/gemm.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
+#if UOE_WITH_CUDA
+#include "cuda/gemm.h"
+#include "cuda/stream.h"
+#endif
 
 namespace uoe::ops {
 namespace {
@@ -66,10 +71,29 @@ Tensor matmul_2d_or_batched(const Tensor& a, const Tensor& b) {
   Shape out_shape = batch;
   out_shape.push_back(M);
   out_shape.push_back(N);
-  const Tensor ac = compute_view(a), bc = compute_view(b);
+  // bfloat16 on a GPU runs natively (bf16 operands, float32 accumulation); other reduced floats compute in f32.
+  const bool native_bf16 = a.is_cuda() && a.dtype() == DType::BFloat16;
+  const Tensor ac = native_bf16 ? a : compute_view(a), bc = native_bf16 ? b : compute_view(b);
   Tensor out = empty(out_shape, like(ac));
   if (out.numel() == 0) return restore_dtype(out, a.dtype());
   const GemmOperand A = gemm_operand(ac, batch), B = gemm_operand(bc, batch);
+  if (ac.is_cuda()) {
+#if UOE_WITH_CUDA
+    cuda::DeviceGuard guard(ac.device().index);
+    if (native_bf16) {
+      cuda::gemm_batched_bf16(nbatch, A.trans, B.trans, M, N, K, 1.0f, A.keep.data_ptr<BFloat16>(), A.ld,
+                              A.batch_stride, B.keep.data_ptr<BFloat16>(), B.ld, B.batch_stride, 0.0f,
+                              out.data_ptr<BFloat16>(), N, M * N);
+    } else {
+      dispatch_float(ac.dtype(), "matmul", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        cuda::gemm_batched<T>(nbatch, A.trans, B.trans, M, N, K, T(1), A.keep.data_ptr<T>(), A.ld, A.batch_stride,
+                              B.keep.data_ptr<T>(), B.ld, B.batch_stride, T(0), out.data_ptr<T>(), N, M * N);
+      });
+    }
+#endif
+    return restore_dtype(out, a.dtype());
+  }
   dispatch_float(ac.dtype(), "matmul", [&](auto tag) {
     using T = typename decltype(tag)::type;
     cpu::gemm_batched<T>(nbatch, A.trans, B.trans, M, N, K, T(1), A.keep.data_ptr<T>(), A.ld, A.batch_stride,
@@ -81,7 +105,7 @@ Tensor matmul_2d_or_batched(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  check_cpu_op("matmul", {a, b});
+  check_same_device("matmul", {a, b});
   UOE_CHECK(a.dim() >= 1 && b.dim() >= 1, "[matmul] needs tensors of at least 1 dim, got a ", shape_str(a.shape()),
             " and b ", shape_str(b.shape()));
   check_floating("matmul", "a", a);

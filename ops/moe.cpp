@@ -2,15 +2,36 @@
 #include "ops/moe.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "autograd/node.h"
 #include "core/error.h"
+#include "ops/backend.h"
 #include "ops/cpu/expert_kernels.h"
 #include "ops/op_utils.h"
+#if UOE_WITH_CUDA
+#include "cuda/expert_kernels.h"
+#include "cuda/stream.h"
+#endif
 
 namespace uoe::ops {
 namespace {
+
+#if UOE_WITH_CUDA
+// While alive: the GPU of `t` is the current CUDA device (kernels and allocations of this op go there); nothing
+// for CPU tensors.
+struct OnDevice {
+  std::optional<cuda::DeviceGuard> guard;
+  explicit OnDevice(const Tensor& t) {
+    if (t.is_cuda()) guard.emplace(t.device().index);
+  }
+};
+#else
+struct OnDevice {
+  explicit OnDevice(const Tensor&) {}
+};
+#endif
 
 template <typename T>
 const T* cptr(const Tensor& t) {
@@ -24,12 +45,13 @@ T* mptr(const Tensor& t) {
 // Detached, contiguous, in the compute dtype (bf16 / f16 -> f32); undefined stays undefined.
 Tensor prep(const Tensor& t) { return t.defined() ? compute_view(t).detach().contiguous() : Tensor(); }
 Tensor restore(const Tensor& t, DType dtype) { return t.defined() ? restore_dtype(t, dtype) : Tensor(); }
-const TensorOptions kInt64 = TensorOptions{}.with_dtype(DType::Int64);
+TensorOptions int64_on(Device device) { return TensorOptions{}.with_dtype(DType::Int64).with_device(device); }
 
-// int64 contiguous copy of a [T, K] slot tensor, every value in [-1, n); the error names the position.
+// int64 contiguous host copy of a [T, K] slot tensor, every value in [-1, n); the error names the position.
+// For a GPU tensor this copy is the one synchronisation of the MoE layer (the expert group sizes).
 Tensor checked_slots(const char* op, const char* arg, const Tensor& indices, int64_t n, const std::string& shapes) {
   check_index(op, arg, indices);
-  Tensor idx = indices.to(DType::Int64).contiguous();
+  Tensor idx = indices.to(Device::cpu()).to(DType::Int64).contiguous();
   const int64_t* p = idx.data_ptr<int64_t>();
   const int64_t K = idx.size(1);
   for (int64_t i = 0; i < idx.numel(); ++i)
@@ -47,12 +69,14 @@ struct RouteBackward final : autograd::Node {
   RouteBackward(std::string o, cpu::RouteSpec s, DType d) : op(std::move(o)), spec(s), dtype(d) {}
   std::string name() const override { return op; }
   std::vector<Tensor> apply(const Tensor& g_in) override {
-    const Tensor idx = saved(0), w = saved(1), probs = saved(2), g = prep(g_in);
+    const Tensor idx = saved(0), w = saved(1), probs = saved(2);
+    const OnDevice on_device(w);
+    const Tensor g = prep(g_in);
     Tensor ds = empty({spec.T, spec.n}, like(w));  // [T, n]
     dispatch_float(w.dtype(), op.c_str(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      cpu::route_backward<T>(spec, idx.data_ptr<int64_t>(), w.data_ptr<T>(), cptr<T>(probs), g.data_ptr<T>(),
-                             ds.data_ptr<T>());
+      UOE_KERNEL(w, route_backward<T>(spec, idx.data_ptr<int64_t>(), w.data_ptr<T>(), cptr<T>(probs),
+                                      g.data_ptr<T>(), ds.data_ptr<T>()));
     });
     return {restore(ds, dtype)};
   }
@@ -60,20 +84,22 @@ struct RouteBackward final : autograd::Node {
 
 // scores: [T, n] -> indices, weights: [T, k]; p < 0 selects top-k.
 Route route(const char* op, const Tensor& scores, int64_t k, double p, RouteWeights mode) {
-  check_cpu_op(op, {scores});
+  check_same_device(op, {scores});
   check_floating(op, "scores", scores);
+  const OnDevice on_device(scores);
   UOE_CHECK(scores.dim() == 2, "[", op, "] scores must be [T, n], got ", shape_str(scores.shape()));
   const int64_t T = scores.size(0), n = scores.size(1);
   UOE_CHECK(k >= 1 && k <= n, "[", op, "] scores are [T, n] = ", shape_str(scores.shape()), ": ", p < 0 ? "k" : "max_k",
             " = ", k, " must lie in [1, n] = [1, ", n, "]");
   const bool full = mode == RouteWeights::FullSoftmax;
   const Tensor s = prep(scores);
-  Tensor idx = empty({T, k}, kInt64), w = empty({T, k}, like(s));
+  Tensor idx = empty({T, k}, int64_on(s.device())), w = empty({T, k}, like(s));
   Tensor probs = full ? empty({T, n}, like(s)) : Tensor();
   const cpu::RouteSpec spec{T, n, k, p, full};
   dispatch_float(s.dtype(), op, [&](auto tag) {
     using T_ = typename decltype(tag)::type;
-    cpu::route_forward<T_>(spec, s.data_ptr<T_>(), idx.data_ptr<int64_t>(), w.data_ptr<T_>(), mptr<T_>(probs));
+    UOE_KERNEL(s, route_forward<T_>(spec, s.data_ptr<T_>(), idx.data_ptr<int64_t>(), w.data_ptr<T_>(),
+                                    mptr<T_>(probs)));
   });
   Tensor weights = restore(w, scores.dtype());
   if (auto node = autograd::record<RouteBackward>(weights, {scores}, op, spec, scores.dtype())) {
@@ -90,13 +116,15 @@ struct GroupL2NormBackward final : autograd::Node {
   GroupL2NormBackward(int64_t g, DType d) : groups(g), dtype(d) {}
   std::string name() const override { return "group_l2norm"; }
   std::vector<Tensor> apply(const Tensor& g_in) override {
-    const Tensor h = saved(0), norm = saved(1), g = prep(g_in);
+    const Tensor h = saved(0), norm = saved(1);
+    const OnDevice on_device(h);
+    const Tensor g = prep(g_in);
     const int64_t width = h.size(-1), rows = width ? h.numel() / width : 0;
     Tensor dh = empty(h.shape(), like(h));
     dispatch_float(h.dtype(), "group_l2norm", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      cpu::group_l2norm_backward<T>(rows, groups, width / groups, h.data_ptr<T>(), norm.data_ptr<T>(), g.data_ptr<T>(),
-                                    dh.data_ptr<T>());
+      UOE_KERNEL(h, group_l2norm_backward<T>(rows, groups, width / groups, h.data_ptr<T>(), norm.data_ptr<T>(),
+                                             g.data_ptr<T>(), dh.data_ptr<T>()));
     });
     return {restore(dh, dtype)};
   }
@@ -110,12 +138,13 @@ struct RouterZLossBackward final : autograd::Node {
   std::string name() const override { return "router_z_loss"; }
   std::vector<Tensor> apply(const Tensor& g) override {
     const Tensor logits = saved(0), lse = saved(1);
+    const OnDevice on_device(logits);
     const int64_t n = logits.size(-1), rows = n ? logits.numel() / n : 0;
     Tensor dl = empty(logits.shape(), like(logits));
     dispatch_float(logits.dtype(), "router_z_loss", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      cpu::router_z_loss_backward<T>(rows, n, logits.data_ptr<T>(), lse.data_ptr<T>(), g.item<double>(),
-                                     dl.data_ptr<T>());
+      UOE_KERNEL(logits, router_z_loss_backward<T>(rows, n, logits.data_ptr<T>(), lse.data_ptr<T>(),
+                                                   g.item<double>(), dl.data_ptr<T>()));
     });
     return {restore(dl, dtype).reshape(in_shape)};
   }
@@ -127,8 +156,9 @@ struct LoadBalanceBackward final : autograd::Node {
   std::vector<double> scale;  // [n]: n f_i / T
   Shape in_shape;
   DType dtype;
-  LoadBalanceBackward(std::vector<double> s, Shape sh, DType d)
-      : scale(std::move(s)), in_shape(std::move(sh)), dtype(d) {}
+  Device device;
+  LoadBalanceBackward(std::vector<double> s, Shape sh, DType d, Device dev)
+      : scale(std::move(s)), in_shape(std::move(sh)), dtype(d), device(dev) {}
   std::string name() const override { return "load_balance_loss"; }
   std::vector<Tensor> apply(const Tensor& g) override {
     const double gv = g.item<double>();
@@ -136,7 +166,7 @@ struct LoadBalanceBackward final : autograd::Node {
     std::vector<double> dp(size_t(T * n));
     for (int64_t t = 0; t < T; ++t)
       for (int64_t i = 0; i < n; ++i) dp[size_t(t * n + i)] = gv * scale[size_t(i)];
-    return {from_vector(dp, in_shape).to(dtype), Tensor()};
+    return {from_vector(dp, in_shape).to(dtype).to(device), Tensor()};
   }
 };
 
@@ -151,6 +181,7 @@ struct ExpertFfnBackward final : autograd::Node {
   // Inputs: x, indices, weights, W_gate, W_up, W_down, gate_input.
   std::vector<Tensor> apply(const Tensor& g_in) override {
     const Tensor x = saved(0), w = saved(1), wg = saved(2), wu = saved(3), wd = saved(4), gate = saved(5);
+    const OnDevice on_device(x);
     const Tensor g = prep(g_in);  // [T, d]
     auto grad_if = [&](size_t i, const Tensor& like_t) {
       return next[i] && like_t.defined() ? empty(like_t.shape(), like(like_t)) : Tensor();
@@ -159,9 +190,10 @@ struct ExpertFfnBackward final : autograd::Node {
            dgate = grad_if(6, gate);
     dispatch_float(x.dtype(), "expert_ffn", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      cpu::expert_ffn_backward<T>(shape, *plan, x.data_ptr<T>(), cptr<T>(gate), w.data_ptr<T>(), wg.data_ptr<T>(),
-                                  wu.data_ptr<T>(), wd.data_ptr<T>(), g.data_ptr<T>(), mptr<T>(dx), mptr<T>(dw),
-                                  mptr<T>(dgate), mptr<T>(dwg), mptr<T>(dwu), mptr<T>(dwd));
+      UOE_KERNEL(x, expert_ffn_backward<T>(shape, *plan, x.data_ptr<T>(), cptr<T>(gate), w.data_ptr<T>(),
+                                           wg.data_ptr<T>(), wu.data_ptr<T>(), wd.data_ptr<T>(), g.data_ptr<T>(),
+                                           mptr<T>(dx), mptr<T>(dw), mptr<T>(dgate), mptr<T>(dwg), mptr<T>(dwu),
+                                           mptr<T>(dwd)));
     });
     return {restore(dx, dtype),   Tensor(),
             restore(dw, dtype),   restore(dwg, dtype),
@@ -176,9 +208,9 @@ cpu::ExpertShape check_expert_ffn(const Tensor& x, const Tensor& indices, const 
                                   std::string& shapes) {
   const char* op = "expert_ffn";
   if (gate.defined())
-    check_cpu_op(op, {x, indices, weights, wg, wu, wd, gate});
+    check_same_device(op, {x, indices, weights, wg, wu, wd, gate});
   else
-    check_cpu_op(op, {x, indices, weights, wg, wu, wd});
+    check_same_device(op, {x, indices, weights, wg, wu, wd});
   shapes = " (x " + shape_str(x.shape()) + ", indices " + shape_str(indices.shape()) + ", weights " +
            shape_str(weights.shape()) + ", W_gate " + shape_str(wg.shape()) + ", W_up " + shape_str(wu.shape()) +
            ", W_down " + shape_str(wd.shape()) + ", gate_input " +
@@ -230,8 +262,9 @@ Route topp_route(const Tensor& scores, double p, int64_t max_k, RouteWeights mod
 }
 
 Tensor group_l2norm(const Tensor& h, int64_t groups) {
-  check_cpu_op("group_l2norm", {h});
+  check_same_device("group_l2norm", {h});
   check_floating("group_l2norm", "h", h);
+  const OnDevice on_device(h);
   UOE_CHECK(h.dim() >= 1, "[group_l2norm] h must be [..., groups*r], got ", shape_str(h.shape()));
   const int64_t width = h.size(-1);
   UOE_CHECK(groups >= 1 && width % groups == 0, "[group_l2norm] h is ", shape_str(h.shape()), ": its last dim ", width,
@@ -243,7 +276,7 @@ Tensor group_l2norm(const Tensor& h, int64_t groups) {
   const int64_t rows = width ? hc.numel() / width : shape_numel(out_shape) / groups;
   dispatch_float(hc.dtype(), "group_l2norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    cpu::group_l2norm_forward<T>(rows, groups, width / groups, hc.data_ptr<T>(), norm.data_ptr<T>());
+    UOE_KERNEL(hc, group_l2norm_forward<T>(rows, groups, width / groups, hc.data_ptr<T>(), norm.data_ptr<T>()));
   });
   Tensor y = restore(norm, h.dtype());
   if (auto node = autograd::record<GroupL2NormBackward>(y, {h}, groups, h.dtype())) node->save({hc, norm});
@@ -252,38 +285,41 @@ Tensor group_l2norm(const Tensor& h, int64_t groups) {
 
 Tensor load_balance_loss(const Tensor& probs, const Tensor& indices) {
   const char* op = "load_balance_loss";
-  check_cpu_op(op, {probs, indices});
+  check_same_device(op, {probs, indices});
   check_floating(op, "probs", probs);
+  const OnDevice on_device(probs);
   const std::string shapes = " (probs " + shape_str(probs.shape()) + ", indices " + shape_str(indices.shape()) + ")";
   UOE_CHECK(probs.dim() == 2 && indices.dim() == 2 && probs.size(0) == indices.size(0),
             "[load_balance_loss] probs must be [T, n] and indices [T, K] with the same T", shapes);
   const int64_t T = probs.size(0), n = probs.size(1);
   const Tensor idx = checked_slots(op, "indices", indices, n, shapes), p = prep(probs);
-  std::vector<int64_t> counts(static_cast<size_t>(n));
+  std::vector<int64_t> counts(static_cast<size_t>(n));  // counted on the host copy of the indices
   const int64_t total = cpu::count_routed(idx.data_ptr<int64_t>(), idx.numel(), n, counts.data());
   const double loss = dispatch_float(p.dtype(), op, [&](auto tag) {
     using T_ = typename decltype(tag)::type;
-    return cpu::load_balance_forward<T_>(T, n, p.data_ptr<T_>(), counts.data(), total);
+    return UOE_KERNEL(p, load_balance_forward<T_>(T, n, p.data_ptr<T_>(), counts.data(), total));
   });
   Tensor y = scalar_tensor(loss, like(probs));
   std::vector<double> scale(size_t(n), 0.0);  // n f_i / T
   if (T > 0 && total > 0)
     for (int64_t i = 0; i < n; ++i)
       scale[size_t(i)] = double(n) * double(counts[size_t(i)]) / (double(total) * double(T));
-  autograd::record<LoadBalanceBackward>(y, {probs, indices}, std::move(scale), probs.shape(), probs.dtype());
+  autograd::record<LoadBalanceBackward>(y, {probs, indices}, std::move(scale), probs.shape(), probs.dtype(),
+                                       probs.device());
   return y;
 }
 
 Tensor router_z_loss(const Tensor& logits) {
-  check_cpu_op("router_z_loss", {logits});
+  check_same_device("router_z_loss", {logits});
   check_floating("router_z_loss", "logits", logits);
+  const OnDevice on_device(logits);
   UOE_CHECK(logits.dim() >= 1, "[router_z_loss] logits must be [..., n], got ", shape_str(logits.shape()));
   const Tensor l = prep(logits);
   const int64_t n = l.size(-1), rows = n ? l.numel() / n : 0;
   Tensor lse = empty({rows}, like(l));
   const double loss = dispatch_float(l.dtype(), "router_z_loss", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return cpu::router_z_loss_forward<T>(rows, n, l.data_ptr<T>(), lse.data_ptr<T>());
+    return UOE_KERNEL(l, router_z_loss_forward<T>(rows, n, l.data_ptr<T>(), lse.data_ptr<T>()));
   });
   Tensor y = scalar_tensor(loss, like(logits));
   if (auto node = autograd::record<RouterZLossBackward>(y, {logits}, logits.shape(), logits.dtype()))
@@ -295,6 +331,7 @@ Tensor expert_ffn(const Tensor& x, const Tensor& indices, const Tensor& weights,
                   const Tensor& w_up, const Tensor& w_down, int64_t r0, int64_t r1, const Tensor& gate_input) {
   std::string shapes;
   const cpu::ExpertShape s = check_expert_ffn(x, indices, weights, w_gate, w_up, w_down, r0, r1, gate_input, shapes);
+  const OnDevice on_device(x);
   const Tensor idx = checked_slots("expert_ffn", "indices", indices, s.n, shapes);
   auto plan = std::make_shared<const cpu::ExpertPlan>(cpu::plan_experts(idx.data_ptr<int64_t>(), s.T, s.K, s.n));
   const Tensor xc = prep(x), wc = prep(weights), wgc = prep(w_gate), wuc = prep(w_up), wdc = prep(w_down),
@@ -302,8 +339,8 @@ Tensor expert_ffn(const Tensor& x, const Tensor& indices, const Tensor& weights,
   Tensor y = empty({s.T, s.d}, like(xc));  // [T, d]
   dispatch_float(xc.dtype(), "expert_ffn", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    cpu::expert_ffn_forward<T>(s, *plan, xc.data_ptr<T>(), cptr<T>(gc), wc.data_ptr<T>(), wgc.data_ptr<T>(),
-                               wuc.data_ptr<T>(), wdc.data_ptr<T>(), y.data_ptr<T>());
+    UOE_KERNEL(xc, expert_ffn_forward<T>(s, *plan, xc.data_ptr<T>(), cptr<T>(gc), wc.data_ptr<T>(), wgc.data_ptr<T>(),
+                                         wuc.data_ptr<T>(), wdc.data_ptr<T>(), y.data_ptr<T>()));
   });
   y = restore(y, x.dtype());
   if (auto node = autograd::record<ExpertFfnBackward>(y, {x, indices, weights, w_gate, w_up, w_down, gate_input}, s,

@@ -1,9 +1,13 @@
 // rms_norm and layer_norm over the last dim: fused row kernels, forward beside backward.
 #include "autograd/node.h"
 #include "core/error.h"
+#include "ops/backend.h"
 #include "ops/cpu/rowwise_kernels.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
+#if UOE_WITH_CUDA
+#include "cuda/rowwise_kernels.h"
+#endif
 
 namespace uoe::ops {
 namespace {
@@ -15,13 +19,13 @@ T* mut_ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr<T>() : nul
 
 // Checks x: [..., d] and optional [d] affine parameters; returns d.
 int64_t check_norm(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  check_cpu_op(op, {x});
+  check_same_device(op, {x});
   check_floating(op, "x", x);
   UOE_CHECK(x.dim() >= 1, "[", op, "] x must have at least 1 dim, got ", shape_str(x.shape()));
   const int64_t d = x.size(-1);
   for (const Tensor* p : {&weight, &bias}) {
     if (!p->defined()) continue;
-    check_cpu_op(op, {x, *p});
+    check_same_device(op, {x, *p});
     UOE_CHECK(p->shape() == Shape{d}, "[", op, "] x is ", shape_str(x.shape()), " so weight/bias must be [", d,
               "], got ", shape_str(p->shape()));
     check_same_dtype(op, x, *p);
@@ -44,8 +48,8 @@ struct RmsNormBackward final : autograd::Node {
     Tensor dw = w.defined() && next[1] ? empty(w.shape(), like(w)) : Tensor();
     dispatch_float(x.dtype(), "rms_norm", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      cpu::rms_norm_backward<T>(rows, d, x.data_ptr<T>(), ptr_or_null<T>(w), rstd.data_ptr<T>(), g.data_ptr<T>(),
-                                dx.data_ptr<T>(), mut_ptr_or_null<T>(dw));
+      UOE_KERNEL(x, rms_norm_backward<T>(rows, d, x.data_ptr<T>(), ptr_or_null<T>(w), rstd.data_ptr<T>(),
+                                         g.data_ptr<T>(), dx.data_ptr<T>(), mut_ptr_or_null<T>(dw)));
     });
     return {restore_dtype(dx, dtype), dw.defined() ? restore_dtype(dw, dtype) : Tensor()};
   }
@@ -64,8 +68,9 @@ struct LayerNormBackward final : autograd::Node {
     Tensor db = b.defined() && next[2] ? empty(b.shape(), like(b)) : Tensor();
     dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      cpu::layer_norm_backward<T>(rows, d, x.data_ptr<T>(), ptr_or_null<T>(w), mean.data_ptr<T>(), rstd.data_ptr<T>(),
-                                  g.data_ptr<T>(), dx.data_ptr<T>(), mut_ptr_or_null<T>(dw), mut_ptr_or_null<T>(db));
+      UOE_KERNEL(x, layer_norm_backward<T>(rows, d, x.data_ptr<T>(), ptr_or_null<T>(w), mean.data_ptr<T>(),
+                                           rstd.data_ptr<T>(), g.data_ptr<T>(), dx.data_ptr<T>(),
+                                           mut_ptr_or_null<T>(dw), mut_ptr_or_null<T>(db)));
     });
     return {restore_dtype(dx, dtype), dw.defined() ? restore_dtype(dw, dtype) : Tensor(),
             db.defined() ? restore_dtype(db, dtype) : Tensor()};
@@ -81,7 +86,8 @@ Tensor rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
   Tensor y = empty(x.shape(), like(x)), rstd = empty({rows}, like(x));
   dispatch_float(x.dtype(), "rms_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    cpu::rms_norm_forward<T>(rows, d, x.data_ptr<T>(), ptr_or_null<T>(w), T(eps), y.data_ptr<T>(), rstd.data_ptr<T>());
+    UOE_KERNEL(x, rms_norm_forward<T>(rows, d, x.data_ptr<T>(), ptr_or_null<T>(w), T(eps), y.data_ptr<T>(),
+                                      rstd.data_ptr<T>()));
   });
   y = restore_dtype(y, x_in.dtype());
   if (auto node = autograd::record<RmsNormBackward>(y, {x_in, weight}, x_in.dtype())) node->save({x, w, rstd});
@@ -95,8 +101,8 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, 
   Tensor y = empty(x.shape(), like(x)), mean = empty({rows}, like(x)), rstd = empty({rows}, like(x));
   dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    cpu::layer_norm_forward<T>(rows, d, x.data_ptr<T>(), ptr_or_null<T>(w), ptr_or_null<T>(b), T(eps),
-                               y.data_ptr<T>(), mean.data_ptr<T>(), rstd.data_ptr<T>());
+    UOE_KERNEL(x, layer_norm_forward<T>(rows, d, x.data_ptr<T>(), ptr_or_null<T>(w), ptr_or_null<T>(b), T(eps),
+                                        y.data_ptr<T>(), mean.data_ptr<T>(), rstd.data_ptr<T>()));
   });
   y = restore_dtype(y, x_in.dtype());
   if (auto node = autograd::record<LayerNormBackward>(y, {x_in, weight, bias}, x_in.dtype()))

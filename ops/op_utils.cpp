@@ -28,12 +28,6 @@ void check_same_device(const char* op, std::initializer_list<Tensor> tensors) {
   }
 }
 
-void check_cpu_op(const char* op, std::initializer_list<Tensor> tensors) {
-  check_same_device(op, tensors);
-  if (tensors.size() && tensors.begin()->is_cuda())
-    fail("[", op, "] has no CUDA kernel yet: inputs ", describe_all(tensors), "; move them to the cpu with .to(Device::cpu())");
-}
-
 void check_floating(const char* op, const char* arg, const Tensor& t) {
   UOE_CHECK(is_floating(t.dtype()), "[", op, "] ", arg, " must be a floating-point tensor, got ", describe(t));
 }
@@ -43,7 +37,7 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 void check_binary(const char* op, const Tensor& a, const Tensor& b) {
-  check_cpu_op(op, {a, b});
+  check_same_device(op, {a, b});
   UOE_CHECK(a.dtype() == b.dtype(), "[", op, "] dtypes differ: a is ", describe(a), " and b is ", describe(b));
   broadcast_shapes(a.shape(), b.shape(), op);
 }

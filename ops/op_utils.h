@@ -10,12 +10,10 @@ namespace uoe::ops {
 // All defined tensors on one device (CPU or one GPU); the error names the op and shows every tensor's shape
 // and device. Ops whose kernels exist on both devices dispatch with UOE_KERNEL (ops/backend.h).
 void check_same_device(const char* op, std::initializer_list<Tensor> tensors);
-// check_same_device, and CPU only: for the ops that have no CUDA kernel yet (the error says so).
-void check_cpu_op(const char* op, std::initializer_list<Tensor> tensors);
 // Floating dtype required; the error names the op, the argument and its dtype.
 void check_floating(const char* op, const char* arg, const Tensor& t);
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
-// Two operands of an elementwise op: one device, one dtype, broadcastable shapes.
+// Two operands of an elementwise op: one device (CPU or GPU), one dtype, broadcastable shapes.
 void check_binary(const char* op, const Tensor& a, const Tensor& b);
 // Integer (int32/int64) index tensor required.
 void check_index(const char* op, const char* arg, const Tensor& t);

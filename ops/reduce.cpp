@@ -3,9 +3,13 @@
 
 #include "autograd/node.h"
 #include "core/error.h"
+#include "ops/backend.h"
 #include "ops/cpu/reduce_kernels.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
+#if UOE_WITH_CUDA
+#include "cuda/reduce_kernels.h"
+#endif
 
 namespace uoe::ops {
 namespace {
@@ -37,10 +41,11 @@ struct SumBackward final : autograd::Node {
 };
 
 std::pair<Tensor, Tensor> extreme(const char* op, const Tensor& x, int64_t dim, bool keepdim, bool is_max) {
-  check_cpu_op(op, {x});
+  check_same_device(op, {x});
   dim = wrap_dim(dim, x.dim(), op);
   const Tensor xv = x.dim() == 0 ? x.reshape({1}) : x;
-  auto [values, indices] = cpu::reduce_minmax(compute_view(xv), dim, is_max);
+  const Tensor xc = compute_view(xv);
+  auto [values, indices] = UOE_KERNEL(xc, reduce_minmax(xc, dim, is_max));
   Shape keep = xv.shape();
   keep[dim] = 1;
   indices = indices.reshape(keep);
@@ -57,10 +62,11 @@ std::pair<Tensor, Tensor> extreme(const char* op, const Tensor& x, int64_t dim, 
 }  // namespace
 
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
-  check_cpu_op("sum", {x});
+  check_same_device("sum", {x});
   const std::vector<bool> mask = reduce_mask(x, dims, "sum");
   const DType dt = is_floating(x.dtype()) ? x.dtype() : DType::Int64;
-  Tensor y = restore_dtype(cpu::reduce_sum(compute_view(x.to(dt)), mask), dt);
+  const Tensor xc = compute_view(x.to(dt));
+  Tensor y = restore_dtype(UOE_KERNEL(xc, reduce_sum(xc, mask)), dt);
   const Shape keep = keepdim_shape(x, mask);
   if (keepdim) y = y.detach().reshape(keep);
   autograd::record<SumBackward>(y, {x}, x.shape(), keep);

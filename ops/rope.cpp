@@ -1,15 +1,20 @@
 // rope: rotary position embedding on [B, T, H, Dh]; the backward is the inverse rotation.
 #include "autograd/node.h"
 #include "core/error.h"
+#include "ops/backend.h"
 #include "ops/cpu/rope_kernels.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
+#if UOE_WITH_CUDA
+#include "cuda/rope_kernels.h"
+#endif
 
 namespace uoe::ops {
 namespace {
 
 Tensor run_rope(const Tensor& x, double base, int64_t pos_offset, bool inverse) {
-  return restore_dtype(cpu::rope(compute_view(x).contiguous(), base, pos_offset, inverse), x.dtype());
+  const Tensor xc = compute_view(x).contiguous();
+  return restore_dtype(UOE_KERNEL(xc, rope(xc, base, pos_offset, inverse)), x.dtype());
 }
 
 struct RopeBackward final : autograd::Node {
@@ -23,7 +28,7 @@ struct RopeBackward final : autograd::Node {
 }  // namespace
 
 Tensor rope(const Tensor& x, double base, int64_t pos_offset) {
-  check_cpu_op("rope", {x});
+  check_same_device("rope", {x});
   check_floating("rope", "x", x);
   UOE_CHECK(x.dim() == 4 && x.size(3) % 2 == 0, "[rope] x must be [B, T, H, Dh] with an even Dh, got ",
             shape_str(x.shape()));

@@ -1,15 +1,19 @@
 // softmax and log_softmax over any dim: fused row kernels, forward beside backward.
 #include "autograd/node.h"
 #include "core/error.h"
+#include "ops/backend.h"
 #include "ops/cpu/rowwise_kernels.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
+#if UOE_WITH_CUDA
+#include "cuda/rowwise_kernels.h"
+#endif
 
 namespace uoe::ops {
 namespace {
 
 // Runs a row kernel over `dim`: the inputs are moved so that dim is last and contiguous,
-// and the result is moved back (a view).
+// and the result is moved back (a view). kernel(out, rows, n, input pointers, out pointer); `out` picks the device.
 template <typename Kernel>
 Tensor over_rows(const char* op, const std::vector<Tensor>& ins, int64_t dim, Kernel kernel) {
   std::vector<Tensor> rows;
@@ -21,7 +25,7 @@ Tensor over_rows(const char* op, const std::vector<Tensor>& ins, int64_t dim, Ke
     using T = typename decltype(tag)::type;
     std::vector<const T*> ptrs;
     for (const Tensor& t : rows) ptrs.push_back(t.data_ptr<T>());
-    kernel(r, n, ptrs, out.data_ptr<T>());
+    kernel(out, r, n, ptrs, out.data_ptr<T>());
   });
   return restore_dtype(out.transpose(dim, -1), ins[0].dtype());
 }
@@ -33,22 +37,24 @@ struct SoftmaxBackward final : autograd::Node {
   std::string name() const override { return log ? "log_softmax" : "softmax"; }
   std::vector<Tensor> apply(const Tensor& g) override {
     const bool is_log = log;
-    return {over_rows(name().c_str(), {saved(0), g}, dim, [is_log](int64_t r, int64_t n, const auto& p, auto* dx) {
-      if (is_log) cpu::log_softmax_backward(r, n, p[0], p[1], dx);
-      else cpu::softmax_backward(r, n, p[0], p[1], dx);
-    })};
+    return {over_rows(name().c_str(), {saved(0), g}, dim,
+                      [is_log]([[maybe_unused]] const Tensor& t, int64_t r, int64_t n, const auto& p, auto* dx) {
+                        if (is_log) UOE_KERNEL(t, log_softmax_backward(r, n, p[0], p[1], dx));
+                        else UOE_KERNEL(t, softmax_backward(r, n, p[0], p[1], dx));
+                      })};
   }
 };
 
 Tensor softmax_op(const char* op, const Tensor& x, int64_t dim, bool log) {
-  check_cpu_op(op, {x});
+  check_same_device(op, {x});
   check_floating(op, "x", x);
   dim = wrap_dim(dim, x.dim(), op);
   const Tensor xv = x.dim() == 0 ? x.reshape({1}) : x;
-  Tensor y = over_rows(op, {xv}, dim, [log](int64_t r, int64_t n, const auto& p, auto* out) {
-    if (log) cpu::log_softmax_forward(r, n, p[0], out);
-    else cpu::softmax_forward(r, n, p[0], out);
-  });
+  Tensor y = over_rows(op, {xv}, dim,
+                       [log]([[maybe_unused]] const Tensor& t, int64_t r, int64_t n, const auto& p, auto* out) {
+                         if (log) UOE_KERNEL(t, log_softmax_forward(r, n, p[0], out));
+                         else UOE_KERNEL(t, softmax_forward(r, n, p[0], out));
+                       });
   if (x.dim() == 0) y = y.reshape({});
   if (auto node = autograd::record<SoftmaxBackward>(y, {x}, x.dim() == 0 ? 0 : dim, log)) node->save({y});
   return y;

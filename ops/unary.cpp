@@ -1,8 +1,12 @@
 // Unary elementwise ops (neg, exp, log, sqrt, rsqrt, abs, sign, tanh, sigmoid, relu, gelu, silu): forward and backward.
 #include "autograd/node.h"
+#include "ops/backend.h"
 #include "ops/cpu/elementwise_kernels.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
+#if UOE_WITH_CUDA
+#include "cuda/elementwise_kernels.h"
+#endif
 
 namespace uoe::ops {
 namespace {
@@ -11,8 +15,9 @@ using cpu::UnaryKind;
 
 // Runs a unary kernel, computing reduced floats in float32.
 Tensor run_unary(const char* op, UnaryKind kind, const Tensor& x) {
-  check_cpu_op(op, {x});
-  return restore_dtype(cpu::unary(kind, compute_view(x)), x.dtype());
+  check_same_device(op, {x});
+  const Tensor xc = compute_view(x);
+  return restore_dtype(UOE_KERNEL(xc, unary(kind, xc)), x.dtype());
 }
 
 Tensor run_float_unary(const char* op, UnaryKind kind, const Tensor& x) {
@@ -83,16 +88,18 @@ Tensor silu(const Tensor& x) {
 }
 
 Tensor gelu_backward(const Tensor& x, const Tensor& g, bool tanh_approximation) {
-  check_cpu_op("gelu_backward", {x, g});
+  check_same_device("gelu_backward", {x, g});
   check_same_dtype("gelu_backward", x, g);
   const auto kind = tanh_approximation ? cpu::ActivationGrad::GeluTanh : cpu::ActivationGrad::Gelu;
-  return restore_dtype(cpu::activation_grad(kind, compute_view(x), compute_view(g)), x.dtype());
+  const Tensor xc = compute_view(x), gc = compute_view(g);
+  return restore_dtype(UOE_KERNEL(xc, activation_grad(kind, xc, gc)), x.dtype());
 }
 
 Tensor silu_backward(const Tensor& x, const Tensor& g) {
-  check_cpu_op("silu_backward", {x, g});
+  check_same_device("silu_backward", {x, g});
   check_same_dtype("silu_backward", x, g);
-  return restore_dtype(cpu::activation_grad(cpu::ActivationGrad::Silu, compute_view(x), compute_view(g)), x.dtype());
+  const Tensor xc = compute_view(x), gc = compute_view(g);
+  return restore_dtype(UOE_KERNEL(xc, activation_grad(cpu::ActivationGrad::Silu, xc, gc)), x.dtype());
 }
 
 }  // namespace uoe::ops

@@ -31,13 +31,15 @@ TEST_F(CudaRuntime, FillKernelWritesEveryElement) {
   EXPECT_EQ(b.to(Device::cpu()).to_vector<float>(), std::vector<float>(7, -1.0f));
 }
 
-TEST_F(CudaRuntime, OpsWithoutCudaKernelsSayWhatToDo) {
-  const Tensor a = ones({2}, TensorOptions{}.with_device(Device::cuda(0)));
+TEST_F(CudaRuntime, OpsOnTwoDevicesNameBoth) {
+  const Tensor a = ones({2}, TensorOptions{}.with_device(Device::cuda(0))), b = ones({2});
   try {
-    ops::exp(a);
+    ops::add(a, b);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("[exp] has no CUDA kernel yet"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[add] all tensors must be on one device, got float32[2] on cuda:0, float32[2] on cpu"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -1,0 +1,196 @@
+// GPU benchmarks of the fused MoE-family kernels: causal attention forward / backward (bf16 tensor cores, head
+// dims 64 and 128, float32 scalar for reference) and the grouped expert FFN forward + backward against a dense
+// GEMM chain of the same FLOPs. CUDA events, manual time, TFLOP/s counters; skips without a GPU.
+#include <benchmark/benchmark.h>
+
+#if UOE_WITH_CUDA
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "cuda/attention_kernels.h"
+#include "cuda/cuda_api.h"
+#include "cuda/expert_kernels.h"
+#include "cuda/gemm.h"
+#include "cuda/stream.h"
+
+namespace {
+
+using namespace uoe;
+
+const Device kGpu = Device::cuda(0);
+
+// Runs `body` once per iteration between two CUDA events (after 2 untimed warm-up calls); returns total seconds.
+double time_loop(benchmark::State& state, const std::function<void()>& body) {
+  for (int i = 0; i < 2; ++i) body();  // module load, cuBLASLt heuristics, clocks
+  cuda::synchronize(0, "bench moe");
+  const cudaStream_t stream = cuda::current_stream(0);
+  cuda::Event start(true), stop(true);
+  double total_s = 0;
+  for (auto _ : state) {
+    start.record(stream);
+    body();
+    stop.record(stream);
+    stop.synchronize();
+    const double s = double(stop.elapsed_ms(start)) * 1e-3;
+    state.SetIterationTime(s);
+    total_s += s;
+  }
+  cuda::synchronize(0, "bench moe");
+  return total_s;
+}
+
+bool have_gpu(benchmark::State& state) {
+  if (cuda::is_available()) return true;
+  state.SkipWithError("no CUDA device visible (CPU-only machine): GPU benchmarks skipped");
+  return false;
+}
+
+// ---- attention: B·T = 16384 tokens, H·Dh = 2048 (FlashAttention-2's benchmark shape), causal ------------------
+// q, k, v, out, dout live as [B, T, H, Dh] (a fused QKV projection's layout) viewed as [B, H, T, Dh].
+// Work: forward 4·B·H·T²·Dh / 2 (QKᵀ and PV over the lower triangle); backward 2.5× the forward.
+enum class AttnDtype { Bf16, F32 };
+
+void run_attention(benchmark::State& state, bool backward, AttnDtype dtype) {
+  if (!have_gpu(state)) return;
+  try {
+    const int64_t Dh = state.range(0), T = state.range(1), H = 2048 / Dh, B = std::max<int64_t>(16384 / T, 1);
+    const bool bf16 = dtype == AttnDtype::Bf16;
+    const DType dt = bf16 ? DType::BFloat16 : DType::Float32;
+    cuda::DeviceGuard guard(0);
+    const cpu::AttnShape s{B, H, H, T, Dh, 1.0 / std::sqrt(double(Dh)), true};
+    const cpu::AttnStrides st{T * H * Dh, Dh, H * Dh};
+    Generator gen{uint64_t(T * 131 + Dh)};
+    auto input = [&] { return randn({B, T, H, Dh}, {}, &gen).to(dt).to(kGpu); };
+    const Tensor q = input(), k = input(), v = input(), dout = input();
+    const TensorOptions o = TensorOptions{}.with_dtype(dt).with_device(kGpu);
+    const Tensor out = empty({B, T, H, Dh}, o), dq = empty({B, T, H, Dh}, o), dk = empty({B, T, H, Dh}, o),
+                 dv = empty({B, T, H, Dh}, o);
+    const Tensor lse = empty({B, H, T}, TensorOptions{}.with_device(kGpu));
+    auto forward = [&] {
+      if (bf16)
+        cuda::attention_forward_bf16(s, q.data_ptr<BFloat16>(), st, k.data_ptr<BFloat16>(), st,
+                                     v.data_ptr<BFloat16>(), st, out.data_ptr<BFloat16>(), st, lse.data_ptr<float>());
+      else
+        cuda::attention_forward<float>(s, q.data_ptr<float>(), st, k.data_ptr<float>(), st, v.data_ptr<float>(), st,
+                                       out.data_ptr<float>(), st, lse.data_ptr<float>());
+    };
+    auto grad = [&] {
+      if (bf16)
+        cuda::attention_backward_bf16(s, q.data_ptr<BFloat16>(), st, k.data_ptr<BFloat16>(), st,
+                                      v.data_ptr<BFloat16>(), st, out.data_ptr<BFloat16>(), st, lse.data_ptr<float>(),
+                                      dout.data_ptr<BFloat16>(), st, dq.data_ptr<BFloat16>(), st,
+                                      dk.data_ptr<BFloat16>(), st, dv.data_ptr<BFloat16>(), st);
+      else
+        cuda::attention_backward<float>(s, q.data_ptr<float>(), st, k.data_ptr<float>(), st, v.data_ptr<float>(), st,
+                                        out.data_ptr<float>(), st, lse.data_ptr<float>(), dout.data_ptr<float>(), st,
+                                        dq.data_ptr<float>(), st, dk.data_ptr<float>(), st, dv.data_ptr<float>(), st);
+    };
+    forward();  // the backward reads out and lse
+    const double seconds = backward ? time_loop(state, grad) : time_loop(state, forward);
+    const double fwd_flops = 4.0 * double(B * H) * double(T) * double(T) * double(Dh) / 2.0;
+    const double flops = (backward ? 2.5 : 1.0) * fwd_flops * double(state.iterations());
+    state.counters["TFLOP/s"] = seconds > 0 ? flops / seconds * 1e-12 : 0.0;
+    const bool tc = bf16 && cuda::attention_bf16_uses_tensor_cores(s, {q.raw_data(), k.raw_data(), v.raw_data()}, {st});
+    state.SetLabel(std::string(bf16 ? "bf16" : "f32") + (tc ? " mma" : " scalar") + " B=" + std::to_string(B) +
+                   " H=" + std::to_string(H));
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+void BM_GpuAttentionFwdBf16(benchmark::State& state) { run_attention(state, false, AttnDtype::Bf16); }
+void BM_GpuAttentionBwdBf16(benchmark::State& state) { run_attention(state, true, AttnDtype::Bf16); }
+void BM_GpuAttentionFwdF32(benchmark::State& state) { run_attention(state, false, AttnDtype::F32); }
+void BM_GpuAttentionBwdF32(benchmark::State& state) { run_attention(state, true, AttnDtype::F32); }
+
+BENCHMARK(BM_GpuAttentionFwdBf16)
+    ->ArgsProduct({{64, 128}, {1024, 2048, 4096, 8192}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GpuAttentionBwdBf16)
+    ->ArgsProduct({{64, 128}, {1024, 2048, 4096, 8192}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GpuAttentionFwdF32)->Args({64, 1024})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GpuAttentionBwdF32)->Args({64, 1024})->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// ---- expert FFN: n = 8 experts, top-2, d = 1024, D = 2048, m tokens per expert (balanced), float32 with TF32 ------
+// Work (forward + backward) = 11 GEMMs of 2·P·d·D FLOPs (P = n·m pairs): forward H_g, H_p, O; backward recomputes
+// H_g, H_p, computes dY Wdᵀ, dWd, dWg, dWu, dX (two terms). The dense peer runs the same 11 GEMM shapes on one
+// block of P rows (no gather, SwiGLU or combine; one GEMM per shape instead of one per expert).
+void BM_GpuExpertFfn(benchmark::State& state) {
+  if (!have_gpu(state)) return;
+  const bool previous_tf32 = cuda::allow_tf32();
+  try {
+    const int64_t m = state.range(0), n = 8, K = 2, d = 1024, D = 2048, Tn = n * m / K, P = n * m;
+    cuda::DeviceGuard guard(0);
+    cuda::set_allow_tf32(true);
+    const cpu::ExpertShape s{Tn, K, n, d, d, D, 0, D};
+    std::vector<int64_t> idx(size_t(Tn * K));
+    for (int64_t i = 0; i < Tn * K; ++i) idx[size_t(i)] = i % n;  // slot k of token t -> expert (tK + k) % n
+    const cpu::ExpertPlan plan = cpu::plan_experts(idx.data(), Tn, K, n);
+    Generator gen{uint64_t(m)};
+    auto input = [&](const Shape& shape, double scale) { return (randn(shape, {}, &gen) * scale).to(kGpu); };
+    const Tensor x = input({Tn, d}, 1.0), w = input({Tn, K}, 0.5), wg = input({n, d, D}, 0.03),
+                 wu = input({n, d, D}, 0.03), wd = input({n, D, d}, 0.03), dy = input({Tn, d}, 1.0);
+    const TensorOptions o = TensorOptions{}.with_device(kGpu);
+    const Tensor y = empty({Tn, d}, o), dx = empty({Tn, d}, o), dw = empty({Tn, K}, o), dwg = empty({n, d, D}, o),
+                 dwu = empty({n, d, D}, o), dwd = empty({n, D, d}, o);
+    auto f = [](const Tensor& t) { return t.data_ptr<float>(); };
+    const double seconds = time_loop(state, [&] {
+      cuda::expert_ffn_forward<float>(s, plan, f(x), nullptr, f(w), f(wg), f(wu), f(wd), f(y));
+      cuda::expert_ffn_backward<float>(s, plan, f(x), nullptr, f(w), f(wg), f(wu), f(wd), f(dy), f(dx), f(dw), nullptr,
+                                       f(dwg), f(dwu), f(dwd));
+    });
+    const double flops = 11.0 * 2.0 * double(P) * double(d) * double(D);
+    const double tflops = seconds > 0 ? flops * double(state.iterations()) / seconds * 1e-12 : 0.0;
+
+    // Dense peer: the same GEMM shapes over one block of P rows.           X, dY: [P, d]; A, B, G: [P, D]
+    const Tensor X = input({P, d}, 1.0), dY = input({P, d}, 1.0), A = input({P, D}, 1.0), Bm = input({P, D}, 1.0),
+                 G = input({P, D}, 1.0), W1 = input({d, D}, 0.03), W2 = input({d, D}, 0.03), W3 = input({D, d}, 0.03);
+    const Tensor O = empty({P, d}, o), dX = empty({P, d}, o), dW1 = empty({d, D}, o), dW2 = empty({d, D}, o),
+                 dW3 = empty({D, d}, o), H1 = empty({P, D}, o), H2 = empty({P, D}, o), H3 = empty({P, D}, o);
+    auto dense_chain = [&] {
+      cuda::gemm<float>(false, false, P, D, d, 1.f, f(X), d, f(W1), D, 0.f, f(H1), D);   // H_g
+      cuda::gemm<float>(false, false, P, D, d, 1.f, f(X), d, f(W2), D, 0.f, f(H2), D);   // H_p
+      cuda::gemm<float>(false, false, P, d, D, 1.f, f(A), D, f(W3), d, 0.f, f(O), d);    // O
+      cuda::gemm<float>(false, false, P, D, d, 1.f, f(X), d, f(W1), D, 0.f, f(H1), D);   // recompute H_g
+      cuda::gemm<float>(false, false, P, D, d, 1.f, f(X), d, f(W2), D, 0.f, f(H2), D);   // recompute H_p
+      cuda::gemm<float>(false, true, P, D, d, 1.f, f(dY), d, f(W3), d, 0.f, f(H3), D);   // dY Wdᵀ
+      cuda::gemm<float>(true, false, D, d, P, 1.f, f(A), D, f(dY), d, 0.f, f(dW3), d);   // dWd
+      cuda::gemm<float>(true, false, d, D, P, 1.f, f(X), d, f(G), D, 0.f, f(dW1), D);    // dWg
+      cuda::gemm<float>(true, false, d, D, P, 1.f, f(X), d, f(Bm), D, 0.f, f(dW2), D);   // dWu
+      cuda::gemm<float>(false, true, P, d, D, 1.f, f(Bm), D, f(W2), D, 0.f, f(dX), d);   // dX from dH_p
+      cuda::gemm<float>(false, true, P, d, D, 1.f, f(G), D, f(W1), D, 1.f, f(dX), d);    // + dH_g Wgᵀ
+    };
+    for (int i = 0; i < 2; ++i) dense_chain();
+    cuda::synchronize(0, "bench moe dense");
+    cuda::Event start(true), stop(true);
+    const cudaStream_t stream = cuda::current_stream(0);
+    const int reps = 5;
+    start.record(stream);
+    for (int i = 0; i < reps; ++i) dense_chain();
+    stop.record(stream);
+    stop.synchronize();
+    const double dense_s = double(stop.elapsed_ms(start)) * 1e-3 / reps;
+    const double dense_tflops = dense_s > 0 ? flops / dense_s * 1e-12 : 0.0;
+    state.counters["TFLOP/s"] = tflops;
+    state.counters["dense_TFLOP/s"] = dense_tflops;
+    state.counters["ratio"] = dense_tflops > 0 ? tflops / dense_tflops : 0.0;
+    state.SetLabel("f32+tf32 n=8 K=2 d=1024 D=2048 m=" + std::to_string(m));
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+  cuda::set_allow_tf32(previous_tf32);
+}
+BENCHMARK(BM_GpuExpertFfn)->Arg(512)->Arg(1024)->Arg(2048)->Arg(4096)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+#endif

@@ -1,0 +1,251 @@
+// Caching device allocator (cuda/caching_allocator.h): best-fit blocks split from cudaMalloc'ed segments.
+#include "cuda/caching_allocator.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/error.h"
+#include "cuda/check.h"
+#include "cuda/stream.h"
+
+namespace uoe::cuda {
+namespace {
+
+constexpr const char* kOp = "cuda allocator";
+
+// One piece of a segment (one cudaMalloc). Blocks of a segment form a doubly linked list in address order.
+struct Block {
+  int device = 0;
+  bool small = false;
+  bool allocated = false;
+  size_t size = 0;
+  char* ptr = nullptr;
+  Block* prev = nullptr;
+  Block* next = nullptr;
+};
+
+// Free blocks ordered by size, then address: lower_bound(size) is the best fit.
+struct BySize {
+  bool operator()(const Block* a, const Block* b) const {
+    return a->size != b->size ? a->size < b->size : a->ptr < b->ptr;
+  }
+};
+using FreeBlocks = std::set<Block*, BySize>;
+
+struct DevicePool {
+  FreeBlocks small, large;
+  AllocatorStats stats;
+};
+
+std::string mib(size_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", double(bytes) / double(1 << 20));
+  return buf;
+}
+
+size_t round_up(size_t n, size_t unit) { return (n + unit - 1) / unit * unit; }
+
+class CachingAllocator final : public Allocator {
+ public:
+  void* allocate(size_t nbytes) override {
+    int device = 0;
+    UOE_CUDA_CHECK(kOp, cudaGetDevice(&device));
+    return allocate_on(device, nbytes);
+  }
+
+  void* allocate_on(int device, size_t nbytes) {
+    if (nbytes == 0) return nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    DevicePool& pool = pool_for(device);
+    if (nbytes > kMaxRequest) raise_oom(device, nbytes, cudaErrorMemoryAllocation);
+    const bool small = nbytes <= kSmallRequest;
+    const size_t size = allocation_size(nbytes);
+    FreeBlocks& free_blocks = small ? pool.small : pool.large;
+
+    Block* block = nullptr;
+    Block key;
+    key.size = size;
+    auto it = free_blocks.lower_bound(&key);  // smallest free block of at least `size` bytes
+    if (it != free_blocks.end()) {
+      block = *it;
+      free_blocks.erase(it);
+    } else {
+      const size_t segment = small ? kSmallSegment : size;
+      char* base = static_cast<char*>(malloc_segment(device, segment, nbytes));
+      block = new Block;
+      block->device = device;
+      block->small = small;
+      block->size = segment;
+      block->ptr = base;
+      pool.stats.reserved += segment;
+      total_.reserved += segment;
+    }
+    // Split off the rest when it can serve another request of this pool.
+    const size_t rest = block->size - size;
+    if (rest >= (small ? kSmallRound : kLargeRound)) {
+      Block* tail = new Block;
+      tail->device = device;
+      tail->small = small;
+      tail->size = rest;
+      tail->ptr = block->ptr + size;
+      tail->prev = block;
+      tail->next = block->next;
+      if (block->next) block->next->prev = tail;
+      block->next = tail;
+      block->size = size;
+      free_blocks.insert(tail);
+    }
+    block->allocated = true;
+    live_.emplace(block->ptr, block);
+    add_allocated(pool, block->size);
+    return block->ptr;
+  }
+
+  void deallocate(void* ptr, size_t) override {
+    if (!ptr) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(ptr);
+    UOE_CHECK(it != live_.end(), "[", kOp, "] deallocate of a pointer this allocator did not hand out");
+    Block* b = it->second;
+    live_.erase(it);
+    DevicePool& pool = pools_[size_t(b->device)];
+    FreeBlocks& free_blocks = b->small ? pool.small : pool.large;
+    b->allocated = false;
+    pool.stats.allocated -= b->size;
+    total_.allocated -= b->size;
+    // Merge with free neighbours of the same segment (erase them from the set before their size changes).
+    if (b->prev && !b->prev->allocated) {
+      Block* p = b->prev;
+      free_blocks.erase(p);
+      p->size += b->size;
+      p->next = b->next;
+      if (b->next) b->next->prev = p;
+      delete b;
+      b = p;
+    }
+    if (b->next && !b->next->allocated) {
+      Block* n = b->next;
+      free_blocks.erase(n);
+      b->size += n->size;
+      b->next = n->next;
+      if (n->next) n->next->prev = b;
+      delete n;
+    }
+    free_blocks.insert(b);
+  }
+
+  AllocatorStats stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return total_;
+  }
+
+  AllocatorStats device_stats(int device) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (device < 0 || size_t(device) >= pools_.size()) return {};
+    return pools_[size_t(device)].stats;
+  }
+
+  void empty_cache() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t d = 0; d < pools_.size(); ++d) release_cached(int(d));
+  }
+
+ private:
+  // Larger requests cannot be rounded without overflow; no GPU has that much memory anyway.
+  static constexpr size_t kMaxRequest = std::numeric_limits<size_t>::max() / 4;
+
+  DevicePool& pool_for(int device) {
+    UOE_CHECK(device >= 0 && device < 1024, "[", kOp, "] bad CUDA device index ", device);
+    if (pools_.size() <= size_t(device)) pools_.resize(size_t(device) + 1);
+    return pools_[size_t(device)];
+  }
+
+  void add_allocated(DevicePool& pool, size_t size) {
+    pool.stats.allocated += size;
+    if (pool.stats.allocated > pool.stats.peak) pool.stats.peak = pool.stats.allocated;
+    total_.allocated += size;
+    if (total_.allocated > total_.peak) total_.peak = total_.allocated;
+  }
+
+  // cudaMalloc of one segment; on out-of-memory, frees the device's cached segments and tries once more.
+  void* malloc_segment(int device, size_t segment, size_t requested) {
+    DeviceGuard guard(device);
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, segment);
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      release_cached(device);
+      e = cudaMalloc(&p, segment);
+    }
+    if (e == cudaErrorMemoryAllocation) raise_oom(device, requested, e);
+    check_cuda(e, kOp, "cudaMalloc");
+    return p;
+  }
+
+  // Returns every segment of `device` that is entirely free (one free block spanning it) to CUDA.
+  void release_cached(int device) {
+    if (device < 0 || size_t(device) >= pools_.size()) return;
+    DevicePool& pool = pools_[size_t(device)];
+    std::vector<Block*> whole;
+    for (FreeBlocks* set : {&pool.small, &pool.large})
+      for (Block* b : *set)
+        if (!b->prev && !b->next) whole.push_back(b);
+    if (whole.empty()) return;
+    DeviceGuard guard(device);
+    for (Block* b : whole) {
+      (b->small ? pool.small : pool.large).erase(b);
+      UOE_CUDA_CHECK(kOp, cudaFree(b->ptr));
+      pool.stats.reserved -= b->size;
+      total_.reserved -= b->size;
+      delete b;
+    }
+  }
+
+  [[noreturn]] void raise_oom(int device, size_t requested, cudaError_t e) {
+    (void)cudaGetLastError();
+    DeviceGuard guard(device);
+    const AllocatorStats& s = pools_[size_t(device)].stats;
+    size_t free_bytes = 0, total_bytes = 0;
+    std::string device_info;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess)
+      device_info = ", " + mib(free_bytes) + " free of " + mib(total_bytes) + " on the device";
+    else
+      (void)cudaGetLastError();
+    fail("[", kOp, "] out of memory on cuda:", device, ": requested ", mib(requested), ", ", mib(s.allocated),
+         " in use by tensors, ", mib(s.reserved), " reserved (cached) by this allocator", device_info, " (",
+         cudaGetErrorString(e), "); free tensors that are no longer needed or lower the batch size");
+  }
+
+  mutable std::mutex mu_;
+  std::vector<DevicePool> pools_;
+  std::unordered_map<void*, Block*> live_;  // allocated blocks by address
+  AllocatorStats total_;
+};
+
+CachingAllocator& instance() {
+  static CachingAllocator* a = new CachingAllocator();  // never destroyed: tensors may outlive statics
+  return *a;
+}
+
+}  // namespace
+
+size_t allocation_size(size_t nbytes) {
+  if (nbytes <= kSmallRequest) return round_up(std::max<size_t>(nbytes, 1), kSmallRound);
+  return round_up(nbytes, kLargeRound);
+}
+
+Allocator& caching_allocator() { return instance(); }
+
+AllocatorStats memory_stats(int device) { return instance().device_stats(device); }
+
+void* allocate_on(int device, size_t nbytes) { return instance().allocate_on(device, nbytes); }
+
+}  // namespace uoe::cuda

@@ -1,0 +1,314 @@
+// CUDA elementwise kernels over broadcast, strided operands (elementwise_loop.cuh). The math follows
+// ops/cpu/vec_math.h formula for formula (same stable forms, clamps and special values) with CUDA's libm
+// (expf, erfcf, ...: within 2 ulp) in place of the CPU's own float polynomials; double uses the CPU's double forms.
+#include "cuda/elementwise_kernels.h"
+
+#include <type_traits>
+
+#include "cuda/elementwise_loop.cuh"
+
+namespace uoe::cuda {
+namespace {
+
+// ---- libm by type ------------------------------------------------------------------------------
+__device__ __forceinline__ float m_exp(float x) { return expf(x); }
+__device__ __forceinline__ double m_exp(double x) { return exp(x); }
+__device__ __forceinline__ float m_log(float x) { return logf(x); }
+__device__ __forceinline__ double m_log(double x) { return log(x); }
+__device__ __forceinline__ float m_sqrt(float x) { return sqrtf(x); }
+__device__ __forceinline__ double m_sqrt(double x) { return sqrt(x); }
+__device__ __forceinline__ float m_tanh(float x) { return tanhf(x); }
+__device__ __forceinline__ double m_tanh(double x) { return tanh(x); }
+__device__ __forceinline__ float m_erfc(float x) { return erfcf(x); }
+__device__ __forceinline__ double m_erfc(double x) { return erfc(x); }
+__device__ __forceinline__ float m_abs(float x) { return fabsf(x); }
+__device__ __forceinline__ double m_abs(double x) { return fabs(x); }
+__device__ __forceinline__ float m_pow(float x, float y) { return powf(x, y); }
+__device__ __forceinline__ double m_pow(double x, double y) { return pow(x, y); }
+
+// x < lo ? lo : x, and the clamp, letting NaN through (comparisons with NaN are false).
+template <typename T>
+__device__ __forceinline__ T max_keep_nan(T x, T lo) { return x < lo ? lo : x; }
+template <typename T>
+__device__ __forceinline__ T clamp_keep_nan(T x, T lo, T hi) {
+  const T a = x < lo ? lo : x;
+  return a > hi ? hi : a;
+}
+
+// ---- vm:: functions (ops/cpu/vec_math.h), float and double forms -----------------------------------
+// sigmoid: e = exp(-|x|); x >= 0: 1/(1+e); x < 0: e/(1+e).
+__device__ __forceinline__ float sigmoid(float x) {
+  const float e = m_exp(-m_abs(x));
+  const float inv = 1.0f / (1.0f + e);
+  return x >= 0.0f ? inv : e * inv;
+}
+__device__ __forceinline__ double sigmoid(double x) {
+  const double e = m_exp(-m_abs(x));
+  return x >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+}
+__device__ __forceinline__ double sigmoid_grad(double x) {
+  const double e = m_exp(-m_abs(x));
+  return e / ((1.0 + e) * (1.0 + e));
+}
+
+__device__ __forceinline__ float silu(float x) {
+  const float xc = max_keep_nan(x, -200.0f);
+  return xc * sigmoid(xc);
+}
+__device__ __forceinline__ double silu(double x) {
+  const double xc = max_keep_nan(x, -800.0);
+  return xc * sigmoid(xc);
+}
+// silu'(x) = sigma(x) + x sigma(x) sigma(-x)
+__device__ __forceinline__ float silu_grad(float x) {
+  const float xc = clamp_keep_nan(x, -200.0f, 200.0f);
+  const float e = m_exp(-m_abs(xc));
+  const float inv = 1.0f / (1.0f + e);
+  const float s = xc >= 0.0f ? inv : e * inv;
+  return s + xc * (e * inv * inv);
+}
+__device__ __forceinline__ double silu_grad(double x) {
+  const double xc = clamp_keep_nan(x, -800.0, 800.0);
+  return sigmoid(xc) + xc * sigmoid_grad(xc);
+}
+
+// gelu, tanh approximation: x sigma(v), v = x (c1 + c2 x^2) (= 2 sqrt(2/pi) (x + 0.044715 x^3)).
+__device__ __forceinline__ float gelu_tanh(float x) {
+  const float xc = max_keep_nan(x, -20.0f);
+  const float v = xc * (1.59576912161f + 0.0713548162726f * (xc * xc));
+  return xc * sigmoid(v);
+}
+__device__ __forceinline__ double gelu_tanh(double x) {
+  const double xc = max_keep_nan(x, -40.0);
+  return xc * sigmoid(xc * (1.5957691216057308 + 0.07135481627260025 * xc * xc));
+}
+// gelu'(x) = sigma(v) + x sigma'(v) v', v' = c1 + 3 c2 x^2
+__device__ __forceinline__ float gelu_tanh_grad(float x) {
+  const float xc = clamp_keep_nan(x, -20.0f, 20.0f);
+  const float x2 = xc * xc;
+  const float v = xc * (1.59576912161f + 0.0713548162726f * x2);
+  const float dv = 1.59576912161f + 0.214064448818f * x2;
+  const float e = m_exp(-m_abs(v));
+  const float inv = 1.0f / (1.0f + e);
+  const float s = v >= 0.0f ? inv : e * inv;
+  return s + xc * (e * inv * inv) * dv;
+}
+__device__ __forceinline__ double gelu_tanh_grad(double x) {
+  const double xc = clamp_keep_nan(x, -40.0, 40.0);
+  const double x2 = xc * xc;
+  const double v = xc * (1.5957691216057308 + 0.07135481627260025 * x2);
+  return sigmoid(v) + xc * sigmoid_grad(v) * (1.5957691216057308 + 0.21406444881780076 * x2);
+}
+
+// Exact gelu: x Phi(x), Phi(x) = erfc(-x/sqrt2)/2 (relative accuracy kept for x << 0).
+__device__ __forceinline__ float gelu_erf(float x) {
+  const float xc = max_keep_nan(x, -20.0f);
+  return xc * (0.5f * m_erfc(-xc * 0.707106781187f));
+}
+__device__ __forceinline__ double gelu_erf(double x) {
+  const double xc = max_keep_nan(x, -40.0);
+  return xc * 0.5 * m_erfc(-xc * 0.7071067811865476);
+}
+// d/dx x Phi(x) = Phi(x) + x phi(x)
+__device__ __forceinline__ float gelu_erf_grad(float x) {
+  const float xc = clamp_keep_nan(x, -20.0f, 20.0f);
+  const float pdf = 0.398942280401f * m_exp(-0.5f * (xc * xc));
+  return 0.5f * m_erfc(-xc * 0.707106781187f) + xc * pdf;
+}
+__device__ __forceinline__ double gelu_erf_grad(double x) {
+  const double xc = clamp_keep_nan(x, -40.0, 40.0);
+  return 0.5 * m_erfc(-xc * 0.7071067811865476) + xc * 0.3989422804014327 * m_exp(-0.5 * xc * xc);
+}
+
+// ---- functors ---------------------------------------------------------------------------------------
+template <typename T, UnaryKind K>
+struct Unary {
+  __device__ __forceinline__ T operator()(T v) const {
+    if constexpr (K == UnaryKind::Neg) return T(-v);
+    else if constexpr (K == UnaryKind::Abs) return v < T(0) ? T(-v) : v;
+    else if constexpr (K == UnaryKind::Sign) return T((v > T(0)) - (v < T(0)));
+    else if constexpr (K == UnaryKind::Relu) return v > T(0) ? v : T(0);
+    else if constexpr (K == UnaryKind::Exp) return m_exp(v);
+    else if constexpr (K == UnaryKind::Log) return m_log(v);
+    else if constexpr (K == UnaryKind::Sqrt) return m_sqrt(v);
+    else if constexpr (K == UnaryKind::Rsqrt) return T(1) / m_sqrt(v);
+    else if constexpr (K == UnaryKind::Tanh) return m_tanh(v);
+    else if constexpr (K == UnaryKind::Sigmoid) return sigmoid(v);
+    else if constexpr (K == UnaryKind::Gelu) return gelu_erf(v);
+    else if constexpr (K == UnaryKind::GeluTanh) return gelu_tanh(v);
+    else return silu(v);
+  }
+};
+
+template <typename T, ActivationGrad K>
+struct ActGrad {
+  __device__ __forceinline__ T operator()(T v, T d) const {
+    if constexpr (K == ActivationGrad::Gelu) return d * gelu_erf_grad(v);
+    else if constexpr (K == ActivationGrad::GeluTanh) return d * gelu_tanh_grad(v);
+    else return d * silu_grad(v);
+  }
+};
+
+template <typename T, BinaryKind K>
+struct Arith {
+  __device__ __forceinline__ T operator()(T x, T y) const {
+    if constexpr (K == BinaryKind::Add) return T(x + y);
+    else if constexpr (K == BinaryKind::Sub) return T(x - y);
+    else if constexpr (K == BinaryKind::Mul) return T(x * y);
+    else if constexpr (K == BinaryKind::Div) return T(x / y);
+    else return T(m_pow(x, y));
+  }
+};
+
+template <typename T>
+struct Compare {
+  BinaryKind kind;
+  __device__ __forceinline__ bool operator()(T a, T b) const {
+    switch (kind) {
+      case BinaryKind::Eq: return a == b;
+      case BinaryKind::Ne: return a != b;
+      case BinaryKind::Lt: return a < b;
+      case BinaryKind::Le: return a <= b;
+      case BinaryKind::Gt: return a > b;
+      default: return a >= b;
+    }
+  }
+};
+
+template <typename U>
+struct Select {
+  __device__ __forceinline__ U operator()(bool c, U x, U y) const { return c ? x : y; }
+};
+
+Tensor new_like(const Shape& shape, DType dtype, const Tensor& device_of) {
+  return empty(shape, TensorOptions{}.with_dtype(dtype).with_device(device_of.device()));
+}
+
+template <typename T, UnaryKind K>
+void run_unary(const Tensor& out, const Tensor& x) {
+  elementwise<T, T>("unary", Unary<T, K>{}, out, {&x});
+}
+
+template <typename T>
+void unary_float(UnaryKind kind, const Tensor& out, const Tensor& x) {
+  switch (kind) {
+    case UnaryKind::Exp: return run_unary<T, UnaryKind::Exp>(out, x);
+    case UnaryKind::Log: return run_unary<T, UnaryKind::Log>(out, x);
+    case UnaryKind::Sqrt: return run_unary<T, UnaryKind::Sqrt>(out, x);
+    case UnaryKind::Rsqrt: return run_unary<T, UnaryKind::Rsqrt>(out, x);
+    case UnaryKind::Tanh: return run_unary<T, UnaryKind::Tanh>(out, x);
+    case UnaryKind::Sigmoid: return run_unary<T, UnaryKind::Sigmoid>(out, x);
+    case UnaryKind::Gelu: return run_unary<T, UnaryKind::Gelu>(out, x);
+    case UnaryKind::GeluTanh: return run_unary<T, UnaryKind::GeluTanh>(out, x);
+    case UnaryKind::Silu: return run_unary<T, UnaryKind::Silu>(out, x);
+    default: fail("[unary] internal: kind not handled for floats");
+  }
+}
+
+template <typename T>
+void unary_signed(UnaryKind kind, const Tensor& out, const Tensor& x) {
+  switch (kind) {
+    case UnaryKind::Neg: return run_unary<T, UnaryKind::Neg>(out, x);
+    case UnaryKind::Abs: return run_unary<T, UnaryKind::Abs>(out, x);
+    case UnaryKind::Sign: return run_unary<T, UnaryKind::Sign>(out, x);
+    case UnaryKind::Relu: return run_unary<T, UnaryKind::Relu>(out, x);
+    default: fail("[unary] internal: kind not handled");
+  }
+}
+
+template <typename T, BinaryKind K>
+void run_arith(const Tensor& out, const Tensor& a, const Tensor& b) {
+  elementwise<T, T, T>("binary", Arith<T, K>{}, out, {&a, &b});
+}
+
+void check_on_gpu(const char* op, std::initializer_list<Tensor> ts) {
+  const Tensor& first = *ts.begin();
+  for (const Tensor& t : ts)
+    UOE_CHECK(t.is_cuda() && t.device() == first.device(), "[", op, "] CUDA kernel needs every tensor on one GPU, got ",
+              t.device().str(), " and ", first.device().str());
+}
+
+}  // namespace
+
+Tensor unary(UnaryKind kind, const Tensor& x) {
+  check_on_gpu("unary", {x});
+  Tensor out = new_like(x.shape(), x.dtype(), x);
+  const bool sign_like = kind == UnaryKind::Neg || kind == UnaryKind::Abs || kind == UnaryKind::Sign ||
+                         kind == UnaryKind::Relu;
+  if (sign_like) {
+    dispatch_arith(x.dtype(), "unary", [&](auto tag) { unary_signed<typename decltype(tag)::type>(kind, out, x); });
+  } else {
+    dispatch_float(x.dtype(), "unary", [&](auto tag) { unary_float<typename decltype(tag)::type>(kind, out, x); });
+  }
+  return out;
+}
+
+Tensor activation_grad(ActivationGrad kind, const Tensor& x, const Tensor& g) {
+  check_on_gpu("activation_grad", {x, g});
+  UOE_CHECK(x.dtype() == g.dtype(), "[activation_grad] dtypes differ: ", dtype_name(x.dtype()), " and ",
+            dtype_name(g.dtype()));
+  Tensor out = new_like(broadcast_shapes(x.shape(), g.shape(), "activation_grad"), x.dtype(), x);
+  dispatch_float(x.dtype(), "activation_grad", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    switch (kind) {
+      case ActivationGrad::Gelu:
+        return elementwise<T, T, T>("activation_grad", ActGrad<T, ActivationGrad::Gelu>{}, out, {&x, &g});
+      case ActivationGrad::GeluTanh:
+        return elementwise<T, T, T>("activation_grad", ActGrad<T, ActivationGrad::GeluTanh>{}, out, {&x, &g});
+      case ActivationGrad::Silu:
+        return elementwise<T, T, T>("activation_grad", ActGrad<T, ActivationGrad::Silu>{}, out, {&x, &g});
+    }
+  });
+  return out;
+}
+
+void binary_into(BinaryKind kind, const Tensor& out, const Tensor& a, const Tensor& b) {
+  check_on_gpu("binary", {out, a, b});
+  UOE_CHECK(a.dtype() == b.dtype(), "[binary] dtypes differ: ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+  UOE_CHECK(out.dtype() == (kind >= BinaryKind::Eq ? DType::Bool : a.dtype()), "[binary] internal: output dtype ",
+            dtype_name(out.dtype()), " does not fit operands of ", dtype_name(a.dtype()));
+  dispatch_arith(a.dtype(), "binary", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (kind >= BinaryKind::Eq) return elementwise<bool, T, T>("compare", Compare<T>{kind}, out, {&a, &b});
+    switch (kind) {
+      case BinaryKind::Add: return run_arith<T, BinaryKind::Add>(out, a, b);
+      case BinaryKind::Sub: return run_arith<T, BinaryKind::Sub>(out, a, b);
+      case BinaryKind::Mul: return run_arith<T, BinaryKind::Mul>(out, a, b);
+      case BinaryKind::Div: return run_arith<T, BinaryKind::Div>(out, a, b);
+      case BinaryKind::Pow:
+        if constexpr (std::is_floating_point_v<T>) return run_arith<T, BinaryKind::Pow>(out, a, b);
+        fail("[pow] needs floating-point tensors");
+      default: fail("[binary] internal: kind not handled");
+    }
+  });
+}
+
+Tensor binary(BinaryKind kind, const Tensor& a, const Tensor& b) {
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), "binary");
+  Tensor out = new_like(shape, kind >= BinaryKind::Eq ? DType::Bool : a.dtype(), a);
+  cuda::binary_into(kind, out, a, b);
+  return out;
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_on_gpu("where", {cond, a, b});
+  UOE_CHECK(cond.dtype() == DType::Bool, "[where] cond must be bool, got ", dtype_name(cond.dtype()));
+  UOE_CHECK(a.dtype() == b.dtype(), "[where] dtypes differ: ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+  const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  Tensor out = new_like(shape, a.dtype(), a);
+  // Selection moves bits: one kernel per element size.
+  auto run = [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    elementwise<U, bool, U, U>("where", Select<U>{}, out, {&cond, &a, &b});
+  };
+  switch (a.itemsize()) {
+    case 1: run(TypeTag<uint8_t>{}); break;
+    case 2: run(TypeTag<uint16_t>{}); break;
+    case 4: run(TypeTag<uint32_t>{}); break;
+    case 8: run(TypeTag<uint64_t>{}); break;
+    default: fail("[where] internal: element size ", a.itemsize());
+  }
+  return out;
+}
+
+}  // namespace uoe::cuda

@@ -1,0 +1,656 @@
+// uoe::cuda MoE kernels: routing, group L2 norm, router losses and the grouped SwiGLU expert FFN (fwd + bwd).
+#include "cuda/expert_kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/error.h"
+#include "cuda/check.h"
+#include "cuda/gemm.h"
+#include "cuda/stream.h"
+
+namespace uoe::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// The current device and the stream this library issues its work to on it.
+struct Ctx {
+  int device;
+  cudaStream_t stream;
+};
+Ctx here(const char* op) {
+  int dev = 0;
+  UOE_CUDA_CHECK(op, cudaGetDevice(&dev));
+  return {dev, current_stream(dev)};
+}
+
+// Blocks for a grid-stride loop over `work` items (at least 1; the loops cover whatever the grid does not).
+unsigned blocks_for(int64_t work, int threads = kThreads) {
+  return unsigned(std::clamp<int64_t>((work + threads - 1) / threads, 1, int64_t(1) << 20));
+}
+unsigned row_blocks(int64_t rows) { return unsigned(std::clamp<int64_t>(rows, 1, int64_t(1) << 20)); }
+
+// Device scratch from the library's CUDA allocator, returned when the object dies. Work already issued on the
+// stream keeps the stream order the allocator relies on.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(int device, size_t bytes) : alloc_(&allocator_for(Device::cuda(device))), bytes_(bytes) {
+    if (bytes_) ptr_ = alloc_->allocate(bytes_);
+  }
+  ~DeviceBuffer() {
+    if (ptr_) alloc_->deallocate(ptr_, bytes_);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  template <typename T>
+  T* get() const {
+    return static_cast<T*>(ptr_);
+  }
+
+ private:
+  Allocator* alloc_;
+  size_t bytes_;
+  void* ptr_ = nullptr;
+};
+
+template <typename T>
+DeviceBuffer buffer(const Ctx& c, int64_t elems) {
+  return DeviceBuffer(c.device, size_t(std::max<int64_t>(elems, 0)) * sizeof(T));
+}
+
+template <typename T>
+void zero(const Ctx& c, T* p, int64_t elems, const char* op) {
+  if (p && elems > 0) UOE_CUDA_CHECK(op, cudaMemsetAsync(p, 0, size_t(elems) * sizeof(T), c.stream));
+}
+// Zeroes `rows` runs of `width` elements, consecutive runs `pitch` elements apart.
+template <typename T>
+void zero_2d(const Ctx& c, T* p, int64_t pitch, int64_t width, int64_t rows, const char* op) {
+  if (!p || width <= 0 || rows <= 0) return;
+  UOE_CUDA_CHECK(op, cudaMemset2DAsync(p, size_t(pitch) * sizeof(T), 0, size_t(width) * sizeof(T), size_t(rows),
+                                       c.stream));
+}
+
+// C = op(A) op(B) + beta C through cuda::gemm, with the empty cases handled here: M or N == 0 writes nothing;
+// K == 0 gives C = beta C (zeros for beta == 0).
+template <typename T>
+void mm(const Ctx& c, const char* op, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
+        const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    if (beta == T(0)) zero_2d(c, C, ldc, N, M, op);
+    return;
+  }
+  gemm<T>(ta, tb, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
+}
+
+// Deterministic sum of n doubles (one block, fixed per-thread strides and a fixed tree); synchronises.
+constexpr int kSumThreads = 256;
+__global__ void sum_doubles_kernel(const double* v, int64_t n, double* out) {
+  __shared__ double part[kSumThreads];
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < n; i += kSumThreads) acc += v[i];
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int w = kSumThreads / 2; w > 0; w /= 2) {
+    if (int(threadIdx.x) < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out = part[0];
+}
+double sum_doubles(const Ctx& c, const double* v, int64_t n, const char* op) {
+  if (n <= 0) return 0.0;
+  DeviceBuffer out(c.device, sizeof(double));
+  sum_doubles_kernel<<<1, kSumThreads, 0, c.stream>>>(v, n, out.get<double>());
+  check_launch(op);
+  double host = 0;
+  UOE_CUDA_CHECK(op, cudaMemcpyAsync(&host, out.get<double>(), sizeof(double), cudaMemcpyDeviceToHost, c.stream));
+  UOE_CUDA_CHECK(op, cudaStreamSynchronize(c.stream));
+  return host;
+}
+
+// ---- activations, the formulas of uoe::cpu::vm -------------------------------------------------------------
+__device__ __forceinline__ float silu(float x) {  // x sigma(x), x clamped below at -200 (NaN kept)
+  const float xc = x < -200.0f ? -200.0f : x;
+  const float e = expf(-fabsf(xc)), inv = 1.0f / (1.0f + e);
+  return xc * (xc >= 0.0f ? inv : e * inv);
+}
+__device__ __forceinline__ float silu_grad(float x) {  // sigma(x) + x sigma(x) sigma(-x)
+  const float xc = x < -200.0f ? -200.0f : (x > 200.0f ? 200.0f : x);
+  const float e = expf(-fabsf(xc)), inv = 1.0f / (1.0f + e);
+  return (xc >= 0.0f ? inv : e * inv) + xc * (e * inv * inv);
+}
+__device__ __forceinline__ double silu(double x) {
+  const double xc = x < -800.0 ? -800.0 : x;
+  const double e = exp(-fabs(xc));
+  return xc * (xc >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e));
+}
+__device__ __forceinline__ double silu_grad(double x) {
+  const double xc = x < -800.0 ? -800.0 : (x > 800.0 ? 800.0 : x);
+  const double e = exp(-fabs(xc));
+  return (xc >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e)) + xc * (e / ((1.0 + e) * (1.0 + e)));
+}
+
+// ---- routing ----------------------------------------------------------------------------------------------
+// Ranking of experts: higher score first, NaN before any number, ties by lower index (a strict total order).
+template <typename T>
+__device__ __forceinline__ bool ranks_before(const T* row, int64_t a, int64_t b) {
+  const T va = row[a], vb = row[b];
+  const bool na = isnan(va), nb = isnan(vb);
+  if (na || nb) return na && (!nb || a < b);
+  if (va != vb) return va > vb;
+  return a < b;
+}
+
+// One thread per token. The j-th pick is the best expert ranked after the (j-1)-th pick, which is the CPU's
+// partial sort under a strict total order. Softmax in double, every expression as on the CPU.
+template <typename T>
+__global__ void route_forward_kernel(RouteSpec s, const T* scores, int64_t* indices, T* weights, T* probs) {
+  const int64_t n = s.n, K = s.K;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < s.T; t += int64_t(gridDim.x) * blockDim.x) {
+    const T* row = scores + t * n;
+    int64_t* idx = indices + t * K;
+    int64_t prev = -1;
+    for (int64_t j = 0; j < K; ++j) {
+      int64_t best = -1;
+      for (int64_t i = 0; i < n; ++i) {
+        if (prev >= 0 && !ranks_before(row, prev, i)) continue;  // already picked
+        if (best < 0 || ranks_before(row, i, best)) best = i;
+      }
+      idx[j] = best;
+      prev = best;
+    }
+    double mx = -INFINITY;  // std::max semantics: a NaN score never becomes the max
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = double(row[i]);
+      mx = mx < v ? v : mx;
+    }
+    double z = 0;
+    for (int64_t i = 0; i < n; ++i) z += exp(double(row[i]) - mx);
+    if (probs)
+      for (int64_t i = 0; i < n; ++i) probs[t * n + i] = T(exp(double(row[i]) - mx) / z);
+    int64_t c = K;  // number of selected experts
+    if (s.p >= 0) {
+      double cum = 0;
+      for (c = 0; c < K;) {
+        cum += exp(double(row[idx[c]]) - mx) / z;
+        ++c;
+        if (cum > s.p) break;
+      }
+    }
+    double zs = 0;
+    for (int64_t j = 0; j < c; ++j) zs += exp(double(row[idx[j]]) - mx);
+    for (int64_t j = 0; j < K; ++j) {
+      const int64_t i = idx[j];
+      weights[t * K + j] = j < c ? T(exp(double(row[i]) - mx) / (s.full_softmax ? z : zs)) : T(0);
+      if (j >= c) idx[j] = -1;
+    }
+  }
+}
+
+template <typename T>
+__global__ void route_backward_kernel(RouteSpec s, const int64_t* indices, const T* weights, const T* probs,
+                                      const T* dweights, T* dscores) {
+  const int64_t n = s.n, K = s.K;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < s.T; t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t* idx = indices + t * K;
+    const T *w = weights + t * K, *dw = dweights + t * K;
+    T* ds = dscores + t * n;
+    double dot = 0;  // sum_k w_k dw_k
+    for (int64_t k = 0; k < K; ++k)
+      if (idx[k] >= 0) dot += double(w[k]) * double(dw[k]);
+    if (s.full_softmax) {
+      const T* p = probs + t * n;
+      for (int64_t i = 0; i < n; ++i) ds[i] = T(-double(p[i]) * dot);
+      for (int64_t k = 0; k < K; ++k)  // + p_i dp_i
+        if (idx[k] >= 0) ds[idx[k]] = T(double(ds[idx[k]]) + double(p[idx[k]]) * double(dw[k]));
+    } else {
+      for (int64_t i = 0; i < n; ++i) ds[i] = T(0);
+      for (int64_t k = 0; k < K; ++k)
+        if (idx[k] >= 0) ds[idx[k]] = T(double(ds[idx[k]]) + double(w[k]) * (double(dw[k]) - dot));
+    }
+  }
+}
+
+// ---- group L2 norm, router z-loss, load balance ------------------------------------------------------------
+template <typename T>
+__global__ void group_l2norm_forward_kernel(int64_t count, int64_t r, const T* h, T* norm) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+    const T* v = h + i * r;
+    double acc = 0;
+    for (int64_t j = 0; j < r; ++j) acc += double(v[j]) * double(v[j]);
+    norm[i] = T(sqrt(acc));
+  }
+}
+
+template <typename T>
+__global__ void group_l2norm_backward_kernel(int64_t count, int64_t r, const T* h, const T* norm, const T* dnorm,
+                                             T* dh) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = e / r;
+    const T scale = norm[i] == T(0) ? T(0) : dnorm[i] / norm[i];
+    dh[e] = h[e] * scale;
+  }
+}
+
+// lse_t = logsumexp(logits_t) in double; sq_t = lse_t^2 for the deterministic mean.
+template <typename T>
+__global__ void z_loss_forward_kernel(int64_t rows, int64_t n, const T* logits, T* lse, double* sq) {
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < rows; t += int64_t(gridDim.x) * blockDim.x) {
+    const T* x = logits + t * n;
+    double mx = -INFINITY, z = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = double(x[i]);
+      mx = mx < v ? v : mx;
+    }
+    for (int64_t i = 0; i < n; ++i) z += exp(double(x[i]) - mx);
+    const double l = mx + log(z);
+    lse[t] = T(l);
+    sq[t] = l * l;
+  }
+}
+
+template <typename T>
+__global__ void z_loss_backward_kernel(int64_t rows, int64_t n, const T* logits, const T* lse, double g, T* dlogits) {
+  const int64_t count = rows * n;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count; e += int64_t(gridDim.x) * blockDim.x) {
+    const double l = double(lse[e / n]), c = 2.0 * g * l / double(rows);
+    dlogits[e] = T(c * exp(double(logits[e]) - l));
+  }
+}
+
+// col[i] = sum_t probs[t, i]: one block per column, fixed strides and tree.
+template <typename T>
+__global__ void column_sums_kernel(int64_t rows, int64_t n, const T* probs, double* col) {
+  __shared__ double part[kThreads];
+  for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    double acc = 0;
+    for (int64_t t = threadIdx.x; t < rows; t += kThreads) acc += double(probs[t * n + i]);
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    for (int w = kThreads / 2; w > 0; w /= 2) {
+      if (int(threadIdx.x) < w) part[threadIdx.x] += part[threadIdx.x + w];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) col[i] = part[0];
+    __syncthreads();
+  }
+}
+
+// ---- grouped SwiGLU experts -------------------------------------------------------------------------------
+// The plan on the device: sorted row -> pair id, pair id -> sorted row (-1 empty), sorted row -> expert.
+struct PlanView {
+  const int64_t* pair;        // [P]
+  const int64_t* row;         // [T*K]
+  const int64_t* row_expert;  // [P]
+};
+
+class DevicePlan {
+ public:
+  DevicePlan(const Ctx& c, const ExpertShape& s, const ExpertPlan& plan, const char* op)
+      : buf_(c.device, sizeof(int64_t) * size_t(2 * plan.rows() + s.T * s.K)) {
+    const int64_t P = plan.rows(), TK = s.T * s.K;
+    host_.resize(size_t(2 * P + TK));
+    std::copy(plan.pair.begin(), plan.pair.end(), host_.begin());
+    std::copy(plan.row.begin(), plan.row.end(), host_.begin() + P);
+    for (int64_t e = 0; e < s.n; ++e)
+      for (int64_t r = plan.offsets[size_t(e)]; r < plan.offsets[size_t(e + 1)]; ++r) host_[size_t(P + TK + r)] = e;
+    if (!host_.empty())
+      UOE_CUDA_CHECK(op, cudaMemcpyAsync(buf_.get<int64_t>(), host_.data(), host_.size() * sizeof(int64_t),
+                                         cudaMemcpyHostToDevice, c.stream));
+    view.pair = buf_.get<int64_t>();
+    view.row = view.pair + P;
+    view.row_expert = view.row + TK;
+  }
+  DevicePlan(const DevicePlan&) = delete;
+  DevicePlan& operator=(const DevicePlan&) = delete;
+  PlanView view{};
+
+ private:
+  DeviceBuffer buf_;
+  std::vector<int64_t> host_;  // pageable: cudaMemcpyAsync has consumed it when it returns
+};
+
+void check_plan(const ExpertShape& s, const ExpertPlan& plan, const char* op) {
+  UOE_CHECK(int64_t(plan.offsets.size()) == s.n + 1 && int64_t(plan.row.size()) == s.T * s.K &&
+                int64_t(plan.pair.size()) == plan.rows(),
+            "[", op, "] expert plan does not match the shape (T=", s.T, ", K=", s.K, ", n=", s.n, ")");
+}
+
+// Per sorted row i (token t = pair / K, expert e): xs[i] = x[t]; gs[i] = gate[t, e]; dys[i] = dy[t];
+// ws[i] = weights[pair]. Nullable outputs are skipped. One block per row, threads over the columns.
+template <typename T>
+__global__ void gather_rows_kernel(int64_t P, int64_t K, int64_t n, int64_t d, int64_t dg, PlanView pv, const T* x,
+                                   T* xs, const T* gate, T* gs, const T* dy, T* dys, const T* weights, T* ws) {
+  for (int64_t i = blockIdx.x; i < P; i += gridDim.x) {
+    const int64_t pr = pv.pair[i], t = pr / K;
+    for (int64_t c = threadIdx.x; c < d; c += blockDim.x) xs[i * d + c] = x[t * d + c];
+    if (gs) {
+      const T* g = gate + (t * n + pv.row_expert[i]) * dg;
+      for (int64_t c = threadIdx.x; c < dg; c += blockDim.x) gs[i * dg + c] = g[c];
+    }
+    if (dys)
+      for (int64_t c = threadIdx.x; c < d; c += blockDim.x) dys[i * d + c] = dy[t * d + c];
+    if (ws && threadIdx.x == 0) ws[i] = weights[pr];
+  }
+}
+
+// hg <- silu(hg) * hp                                                                           hg, hp: [count]
+template <typename T>
+__global__ void swiglu_forward_kernel(int64_t count, T* hg, const T* hp) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count; e += int64_t(gridDim.x) * blockDim.x)
+    hg[e] = silu(hg[e]) * hp[e];
+}
+
+// One warp per sorted row (as swiglu_backward_row on the CPU). In: hg = H_g, hp = H_p, g = dY Wd^T, ws = routing
+// weight. Out: g <- w A, hg <- dH_g, hp <- dH_p, dweights[pair] = <A, g> (fixed lane split and shuffle tree).
+template <typename T>
+__global__ void swiglu_backward_kernel(int64_t P, int64_t R, const T* ws, T* hg, T* hp, T* g, PlanView pv,
+                                       T* dweights) {
+  const int lane = threadIdx.x & 31, warps = blockDim.x / 32;
+  for (int64_t i = blockIdx.x * int64_t(warps) + threadIdx.x / 32; i < P; i += int64_t(gridDim.x) * warps) {
+    const T w = ws[i];
+    T *hgi = hg + i * R, *hpi = hp + i * R, *gi = g + i * R;
+    T dot = T(0);
+    for (int64_t j = lane; j < R; j += 32) {
+      const T h = hgi[j], p = hpi[j], gj = gi[j];
+      const T sl = silu(h);
+      const T a = sl * p;
+      dot += a * gj;
+      const T da = w * gj;
+      gi[j] = w * a;
+      hgi[j] = da * p * silu_grad(h);
+      hpi[j] = da * sl;
+    }
+    for (int off = 16; off > 0; off /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+    if (dweights && lane == 0) dweights[pv.pair[i]] = dot;
+  }
+}
+
+// y_t = sum_k w_{t,k} o[row(t,k)], slots in k order. One block per token, threads over the columns.
+template <typename T>
+__global__ void combine_kernel(int64_t T_, int64_t K, int64_t d, PlanView pv, const T* weights, const T* o, T* y) {
+  for (int64_t t = blockIdx.x; t < T_; t += gridDim.x)
+    for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
+      T acc = T(0);
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t r = pv.row[t * K + k];
+        if (r >= 0) acc += weights[t * K + k] * o[r * d + c];
+      }
+      y[t * d + c] = acc;
+    }
+}
+
+// Per token, slots in k order: dx_t = sum_k dxs[row]; dgate[t, e] = sum_{k: expert e} dgs[row] (0 for
+// unselected experts); dweights of empty slots = 0. Nullable outputs are skipped.
+template <typename T>
+__global__ void scatter_back_kernel(int64_t T_, int64_t K, int64_t n, int64_t d, int64_t dg, PlanView pv,
+                                    const T* dxs, T* dx, const T* dgs, T* dgate, T* dweights) {
+  for (int64_t t = blockIdx.x; t < T_; t += gridDim.x) {
+    const int64_t* rows = pv.row + t * K;
+    if (dweights)
+      for (int64_t k = threadIdx.x; k < K; k += blockDim.x)
+        if (rows[k] < 0) dweights[t * K + k] = T(0);
+    if (dx)
+      for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
+        T acc = T(0);
+        for (int64_t k = 0; k < K; ++k)
+          if (rows[k] >= 0) acc += dxs[rows[k] * d + c];
+        dx[t * d + c] = acc;
+      }
+    if (dgate)
+      for (int64_t j = threadIdx.x; j < n * dg; j += blockDim.x) {
+        const int64_t e = j / dg, c = j % dg;
+        T acc = T(0);
+        for (int64_t k = 0; k < K; ++k)
+          if (rows[k] >= 0 && pv.row_expert[rows[k]] == e) acc += dgs[rows[k] * dg + c];
+        dgate[t * n * dg + j] = acc;
+      }
+  }
+}
+
+// Zeroes the weight gradients where no GEMM writes: outside the neuron range [r0, r1) and, entirely, experts
+// without rows (all of it when `all`).
+template <typename T>
+void zero_weight_grads(const Ctx& c, const ExpertShape& s, const ExpertPlan& plan, bool all, T* dwg, T* dwu, T* dwd,
+                       const char* op) {
+  const int64_t n = s.n, d = s.d, dg = s.dg, D = s.D;
+  if (all) {
+    zero(c, dwg, n * dg * D, op);
+    zero(c, dwu, n * d * D, op);
+    zero(c, dwd, n * D * d, op);
+    return;
+  }
+  // dwg: [n*dg, D] and dwu: [n*d, D]: columns [0, r0) and [r1, D) of every row.
+  zero_2d(c, dwg, D, s.r0, n * dg, op);
+  zero_2d(c, dwg ? dwg + s.r1 : nullptr, D, D - s.r1, n * dg, op);
+  zero_2d(c, dwu, D, s.r0, n * d, op);
+  zero_2d(c, dwu ? dwu + s.r1 : nullptr, D, D - s.r1, n * d, op);
+  // dwd: [n, D, d]: rows [0, r0) and [r1, D) of every expert.
+  zero_2d(c, dwd, D * d, s.r0 * d, n, op);
+  zero_2d(c, dwd ? dwd + s.r1 * d : nullptr, D * d, (D - s.r1) * d, n, op);
+  for (int64_t e = 0; e < n; ++e)
+    if (plan.offsets[size_t(e + 1)] == plan.offsets[size_t(e)]) {
+      zero(c, dwg ? dwg + e * dg * D : nullptr, dg * D, op);
+      zero(c, dwu ? dwu + e * d * D : nullptr, d * D, op);
+      zero(c, dwd ? dwd + e * D * d : nullptr, D * d, op);
+    }
+}
+
+}  // namespace
+
+// ---- routing ----------------------------------------------------------------------------------------------
+template <typename T>
+void route_forward(const RouteSpec& s, const T* scores, int64_t* indices, T* weights, T* probs) {
+  const char* op = s.p < 0 ? "topk_route" : "topp_route";
+  if (s.T == 0) return;
+  const Ctx c = here(op);
+  route_forward_kernel<T><<<blocks_for(s.T, 128), 128, 0, c.stream>>>(s, scores, indices, weights, probs);
+  check_launch(op);
+}
+
+template <typename T>
+void route_backward(const RouteSpec& s, const int64_t* indices, const T* weights, const T* probs, const T* dweights,
+                    T* dscores) {
+  const char* op = s.p < 0 ? "topk_route backward" : "topp_route backward";
+  if (s.T == 0) return;
+  const Ctx c = here(op);
+  route_backward_kernel<T><<<blocks_for(s.T, 128), 128, 0, c.stream>>>(s, indices, weights, probs, dweights, dscores);
+  check_launch(op);
+}
+
+// ---- group L2 norm ----------------------------------------------------------------------------------------
+template <typename T>
+void group_l2norm_forward(int64_t rows, int64_t groups, int64_t r, const T* h, T* norm) {
+  const int64_t count = rows * groups;
+  if (count == 0) return;
+  const Ctx c = here("group_l2norm");
+  group_l2norm_forward_kernel<T><<<blocks_for(count), kThreads, 0, c.stream>>>(count, r, h, norm);
+  check_launch("group_l2norm");
+}
+
+template <typename T>
+void group_l2norm_backward(int64_t rows, int64_t groups, int64_t r, const T* h, const T* norm, const T* dnorm, T* dh) {
+  const int64_t count = rows * groups * r;
+  if (count == 0) return;
+  const Ctx c = here("group_l2norm backward");
+  group_l2norm_backward_kernel<T><<<blocks_for(count), kThreads, 0, c.stream>>>(count, r, h, norm, dnorm, dh);
+  check_launch("group_l2norm backward");
+}
+
+// ---- router z-loss ----------------------------------------------------------------------------------------
+template <typename T>
+double router_z_loss_forward(int64_t rows, int64_t n, const T* logits, T* lse) {
+  const char* op = "router_z_loss";
+  if (rows == 0) return 0.0;
+  const Ctx c = here(op);
+  DeviceBuffer sq = buffer<double>(c, rows);
+  z_loss_forward_kernel<T><<<blocks_for(rows), kThreads, 0, c.stream>>>(rows, n, logits, lse, sq.get<double>());
+  check_launch(op);
+  return sum_doubles(c, sq.get<double>(), rows, op) / double(rows);
+}
+
+template <typename T>
+void router_z_loss_backward(int64_t rows, int64_t n, const T* logits, const T* lse, double g, T* dlogits) {
+  const char* op = "router_z_loss backward";
+  if (rows * n == 0) return;
+  const Ctx c = here(op);
+  z_loss_backward_kernel<T><<<blocks_for(rows * n), kThreads, 0, c.stream>>>(rows, n, logits, lse, g, dlogits);
+  check_launch(op);
+}
+
+// ---- load balance -----------------------------------------------------------------------------------------
+int64_t count_routed(const int64_t* indices, int64_t pairs, int64_t n, int64_t* counts) {
+  const char* op = "load_balance_loss";
+  std::vector<int64_t> host(size_t(std::max<int64_t>(pairs, 0)));
+  if (pairs > 0) {
+    const Ctx c = here(op);
+    UOE_CUDA_CHECK(op, cudaMemcpyAsync(host.data(), indices, host.size() * sizeof(int64_t), cudaMemcpyDeviceToHost,
+                                       c.stream));
+    UOE_CUDA_CHECK(op, cudaStreamSynchronize(c.stream));
+  }
+  return cpu::count_routed(host.data(), pairs, n, counts);
+}
+
+template <typename T>
+double load_balance_forward(int64_t rows, int64_t n, const T* probs, const int64_t* counts, int64_t total) {
+  const char* op = "load_balance_loss";
+  if (rows == 0 || total == 0 || n == 0) return 0.0;
+  const Ctx c = here(op);
+  DeviceBuffer col = buffer<double>(c, n);
+  column_sums_kernel<T><<<row_blocks(n), kThreads, 0, c.stream>>>(rows, n, probs, col.get<double>());
+  check_launch(op);
+  std::vector<double> host(static_cast<size_t>(n));
+  UOE_CUDA_CHECK(op, cudaMemcpyAsync(host.data(), col.get<double>(), host.size() * sizeof(double),
+                                     cudaMemcpyDeviceToHost, c.stream));
+  UOE_CUDA_CHECK(op, cudaStreamSynchronize(c.stream));
+  double acc = 0;
+  for (int64_t i = 0; i < n; ++i) acc += double(counts[i]) * host[size_t(i)];
+  return double(n) * acc / (double(total) * double(rows));
+}
+
+// ---- grouped SwiGLU experts -------------------------------------------------------------------------------
+template <typename T>
+void expert_ffn_forward(const ExpertShape& s, const ExpertPlan& plan, const T* x, const T* gate, const T* weights,
+                        const T* wg, const T* wu, const T* wd, T* y) {
+  const char* op = "expert_ffn";
+  check_plan(s, plan, op);
+  if (s.T == 0 || s.d == 0) return;
+  const Ctx c = here(op);
+  const int64_t P = plan.rows(), R = s.r1 - s.r0, d = s.d, dg = s.dg, D = s.D;
+  if (P == 0 || R == 0) return zero(c, y, s.T * d, op);  // no pair or no neuron contributes
+  const DevicePlan dp(c, s, plan, op);
+  // Gathered rows and per-row activations.              xs, o: [P, d]; gs: [P, dg]; hg, hp: [P, R]
+  DeviceBuffer xs = buffer<T>(c, P * d), gs = buffer<T>(c, gate ? P * dg : 0), hg = buffer<T>(c, P * R),
+               hp = buffer<T>(c, P * R), o = buffer<T>(c, P * d);
+  gather_rows_kernel<T><<<row_blocks(P), kThreads, 0, c.stream>>>(P, s.K, s.n, d, dg, dp.view, x, xs.get<T>(), gate,
+                                                                  gs.get<T>(), nullptr, nullptr, nullptr, nullptr);
+  check_launch(op);
+  const T* G = gate ? gs.get<T>() : xs.get<T>();
+  for (int64_t e = 0; e < s.n; ++e) {  // H_g = G_e Wg[e][:, r0:r1], H_p = X_e Wu[e][:, r0:r1]
+    const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
+    if (m == 0) continue;
+    mm<T>(c, op, false, false, m, R, dg, G + off * dg, dg, wg + e * dg * D + s.r0, D, T(0), hg.get<T>() + off * R, R);
+    mm<T>(c, op, false, false, m, R, d, xs.get<T>() + off * d, d, wu + e * d * D + s.r0, D, T(0),
+          hp.get<T>() + off * R, R);
+  }
+  swiglu_forward_kernel<T><<<blocks_for(P * R), kThreads, 0, c.stream>>>(P * R, hg.get<T>(), hp.get<T>());
+  check_launch(op);
+  for (int64_t e = 0; e < s.n; ++e) {  // O_e = A_e Wd[e][r0:r1, :]
+    const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
+    if (m == 0) continue;
+    mm<T>(c, op, false, false, m, d, R, hg.get<T>() + off * R, R, wd + (e * D + s.r0) * d, d, T(0),
+          o.get<T>() + off * d, d);
+  }
+  combine_kernel<T><<<row_blocks(s.T), kThreads, 0, c.stream>>>(s.T, s.K, d, dp.view, weights, o.get<T>(), y);
+  check_launch(op);
+}
+
+template <typename T>
+void expert_ffn_backward(const ExpertShape& s, const ExpertPlan& plan, const T* x, const T* gate, const T* weights,
+                         const T* wg, const T* wu, const T* wd, const T* dy, T* dx, T* dweights, T* dgate, T* dwg,
+                         T* dwu, T* dwd) {
+  const char* op = "expert_ffn backward";
+  check_plan(s, plan, op);
+  if (!gate) dgate = nullptr;
+  const Ctx c = here(op);
+  const int64_t P = plan.rows(), R = s.r1 - s.r0, d = s.d, dg = s.dg, D = s.D, K = s.K, n = s.n;
+  const bool trivial = P == 0 || R == 0;  // every gradient is 0
+  zero_weight_grads(c, s, plan, trivial, dwg, dwu, dwd, op);
+  if (trivial) {
+    zero(c, dx, s.T * d, op);
+    zero(c, dweights, s.T * K, op);
+    zero(c, dgate, s.T * n * dg, op);
+    return;
+  }
+  const DevicePlan dp(c, s, plan, op);
+  // Gathered per sorted row: inputs, dy, routing weight; activations and their gradients.
+  DeviceBuffer xs = buffer<T>(c, P * d), gs = buffer<T>(c, gate ? P * dg : 0), dys = buffer<T>(c, P * d),
+               ws = buffer<T>(c, P), hg = buffer<T>(c, P * R), hp = buffer<T>(c, P * R), gb = buffer<T>(c, P * R),
+               dxs = buffer<T>(c, dx ? P * d : 0), dgs = buffer<T>(c, dgate ? P * dg : 0);
+  gather_rows_kernel<T><<<row_blocks(P), kThreads, 0, c.stream>>>(P, K, n, d, dg, dp.view, x, xs.get<T>(), gate,
+                                                                  gs.get<T>(), dy, dys.get<T>(), weights, ws.get<T>());
+  check_launch(op);
+  const T* G = gate ? gs.get<T>() : xs.get<T>();
+  for (int64_t e = 0; e < n; ++e) {  // recompute H_g, H_p; gb = dY_e Wd[e][r0:r1, :]^T
+    const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
+    if (m == 0) continue;
+    mm<T>(c, op, false, false, m, R, dg, G + off * dg, dg, wg + e * dg * D + s.r0, D, T(0), hg.get<T>() + off * R, R);
+    mm<T>(c, op, false, false, m, R, d, xs.get<T>() + off * d, d, wu + e * d * D + s.r0, D, T(0),
+          hp.get<T>() + off * R, R);
+    mm<T>(c, op, false, true, m, R, d, dys.get<T>() + off * d, d, wd + (e * D + s.r0) * d, d, T(0),
+          gb.get<T>() + off * R, R);
+  }
+  {  // gb <- w A, hg <- dH_g, hp <- dH_p, dweights of the selected slots
+    const int warps = kThreads / 32;
+    const unsigned blocks = unsigned(std::clamp<int64_t>((P + warps - 1) / warps, 1, int64_t(1) << 20));
+    swiglu_backward_kernel<T><<<blocks, kThreads, 0, c.stream>>>(P, R, ws.get<T>(), hg.get<T>(), hp.get<T>(),
+                                                                 gb.get<T>(), dp.view, dweights);
+    check_launch(op);
+  }
+  for (int64_t e = 0; e < n; ++e) {
+    const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
+    if (m == 0) continue;  // its weight gradients were zeroed above
+    const T *Ge = G + off * dg, *Xe = xs.get<T>() + off * d, *dYe = dys.get<T>() + off * d;
+    const T *hge = hg.get<T>() + off * R, *hpe = hp.get<T>() + off * R, *gbe = gb.get<T>() + off * R;
+    const T *wge = wg + e * dg * D + s.r0, *wue = wu + e * d * D + s.r0;
+    // Weight gradients over this expert's rows: dWd = (w A)^T dY, dWg = G^T dH_g, dWu = X^T dH_p.
+    if (dwd) mm<T>(c, op, true, false, R, d, m, gbe, R, dYe, d, T(0), dwd + (e * D + s.r0) * d, d);
+    if (dwg) mm<T>(c, op, true, false, dg, R, m, Ge, dg, hge, R, T(0), dwg + e * dg * D + s.r0, D);
+    if (dwu) mm<T>(c, op, true, false, d, R, m, Xe, d, hpe, R, T(0), dwu + e * d * D + s.r0, D);
+    // dX_e = dH_p Wu^T (+ dH_g Wg^T, or that term into dG_e with a gate input)
+    if (dx) mm<T>(c, op, false, true, m, d, R, hpe, R, wue, D, T(0), dxs.get<T>() + off * d, d);
+    if (dgate)
+      mm<T>(c, op, false, true, m, dg, R, hge, R, wge, D, T(0), dgs.get<T>() + off * dg, dg);
+    else if (dx && !gate)
+      mm<T>(c, op, false, true, m, d, R, hge, R, wge, D, T(1), dxs.get<T>() + off * d, d);
+  }
+  if ((dx || dgate || dweights) && s.T > 0) {
+    scatter_back_kernel<T><<<row_blocks(s.T), kThreads, 0, c.stream>>>(s.T, K, n, d, dg, dp.view, dxs.get<T>(), dx,
+                                                                       dgs.get<T>(), dgate, dweights);
+    check_launch(op);
+  }
+}
+
+#define UOE_CUDA_EXPERT_INSTANTIATE(T)                                                                                \
+  template void route_forward<T>(const RouteSpec&, const T*, int64_t*, T*, T*);                                       \
+  template void route_backward<T>(const RouteSpec&, const int64_t*, const T*, const T*, const T*, T*);                \
+  template void group_l2norm_forward<T>(int64_t, int64_t, int64_t, const T*, T*);                                     \
+  template void group_l2norm_backward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*);                \
+  template double router_z_loss_forward<T>(int64_t, int64_t, const T*, T*);                                           \
+  template void router_z_loss_backward<T>(int64_t, int64_t, const T*, const T*, double, T*);                          \
+  template double load_balance_forward<T>(int64_t, int64_t, const T*, const int64_t*, int64_t);                       \
+  template void expert_ffn_forward<T>(const ExpertShape&, const ExpertPlan&, const T*, const T*, const T*, const T*,  \
+                                      const T*, const T*, T*);                                                        \
+  template void expert_ffn_backward<T>(const ExpertShape&, const ExpertPlan&, const T*, const T*, const T*, const T*, \
+                                       const T*, const T*, const T*, T*, T*, T*, T*, T*, T*);
+UOE_CUDA_EXPERT_INSTANTIATE(float)
+UOE_CUDA_EXPERT_INSTANTIATE(double)
+#undef UOE_CUDA_EXPERT_INSTANTIATE
+
+}  // namespace uoe::cuda

@@ -1,0 +1,77 @@
+// uoe::cuda MoE kernels: the CUDA mirror of ops/cpu/expert_kernels.h (routing, group L2 norm, router losses,
+// dropless grouped SwiGLU experts), name for name and signature for signature, on device pointers.
+#pragma once
+#include <cstdint>
+
+#include "ops/cpu/expert_kernels.h"
+
+// Conventions (besides those of ops/cpu/expert_kernels.h, whose semantics every kernel here repeats):
+//  * Array pointers are device pointers on the current CUDA device, except where a comment says "host".
+//    Work is issued to cuda::current_stream(current device); calls return before the kernels finish, except
+//    those returning a value computed on the device (router_z_loss_forward, count_routed,
+//    load_balance_forward), which synchronise the stream.
+//  * ExpertPlan is the host struct of uoe::cpu (built by cpu::plan_experts from a host copy of the indices);
+//    expert_ffn_* upload the parts they need (sorted pair order, slot -> row) once per call.
+//  * Deterministic: no atomics on floating-point data; every sum has a fixed order (per token, slots in k
+//    order; per expert, GEMMs over its contiguous row block), so repeated runs give identical bits.
+//    Results equal the CPU's within rounding, not bit for bit (other summation trees, cuBLAS GEMMs).
+namespace uoe::cuda {
+
+using cpu::ExpertPlan;
+using cpu::ExpertShape;
+using cpu::RouteSpec;
+
+// ---- routing: one thread per token (ranking, softmax in double as on the CPU) ------------------------------
+template <typename T>
+void route_forward(const RouteSpec& s, const T* scores, int64_t* indices, T* weights, T* probs);
+template <typename T>
+void route_backward(const RouteSpec& s, const int64_t* indices, const T* weights, const T* probs, const T* dweights,
+                    T* dscores);
+
+// ---- group L2 norm ---------------------------------------------------------------------------------------
+template <typename T>
+void group_l2norm_forward(int64_t rows, int64_t groups, int64_t r, const T* h, T* norm);
+template <typename T>
+void group_l2norm_backward(int64_t rows, int64_t groups, int64_t r, const T* h, const T* norm, const T* dnorm, T* dh);
+
+// ---- router z-loss (forward returns the loss: synchronises) ------------------------------------------------
+template <typename T>
+double router_z_loss_forward(int64_t rows, int64_t n, const T* logits, T* lse);
+template <typename T>
+void router_z_loss_backward(int64_t rows, int64_t n, const T* logits, const T* lse, double g, T* dlogits);
+
+// ---- load balance -----------------------------------------------------------------------------------------
+// indices: device; counts: HOST array of n entries (written). Synchronises.
+int64_t count_routed(const int64_t* indices, int64_t pairs, int64_t n, int64_t* counts);
+// probs: device [rows, n]; counts: HOST array of n entries (the op counts on its host copy of the indices).
+template <typename T>
+double load_balance_forward(int64_t rows, int64_t n, const T* probs, const int64_t* counts, int64_t total);
+
+// ---- dropless grouped SwiGLU experts ----------------------------------------------------------------------
+// Pairs gathered into expert-contiguous rows (one kernel), per-expert cuda::gemm on each row block, SwiGLU in
+// one fused elementwise kernel, and a per-token combine (slots summed in k order, no atomics).
+template <typename T>
+void expert_ffn_forward(const ExpertShape& s, const ExpertPlan& plan, const T* x, const T* gate, const T* weights,
+                        const T* wg, const T* wu, const T* wd, T* y);
+template <typename T>
+void expert_ffn_backward(const ExpertShape& s, const ExpertPlan& plan, const T* x, const T* gate, const T* weights,
+                         const T* wg, const T* wu, const T* wd, const T* dy, T* dx, T* dweights, T* dgate, T* dwg,
+                         T* dwu, T* dwd);
+
+#define UOE_CUDA_EXPERT_EXTERN(T)                                                                                  \
+  extern template void route_forward<T>(const RouteSpec&, const T*, int64_t*, T*, T*);                             \
+  extern template void route_backward<T>(const RouteSpec&, const int64_t*, const T*, const T*, const T*, T*);      \
+  extern template void group_l2norm_forward<T>(int64_t, int64_t, int64_t, const T*, T*);                           \
+  extern template void group_l2norm_backward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*);      \
+  extern template double router_z_loss_forward<T>(int64_t, int64_t, const T*, T*);                                 \
+  extern template void router_z_loss_backward<T>(int64_t, int64_t, const T*, const T*, double, T*);                \
+  extern template double load_balance_forward<T>(int64_t, int64_t, const T*, const int64_t*, int64_t);             \
+  extern template void expert_ffn_forward<T>(const ExpertShape&, const ExpertPlan&, const T*, const T*, const T*,  \
+                                             const T*, const T*, const T*, T*);                                    \
+  extern template void expert_ffn_backward<T>(const ExpertShape&, const ExpertPlan&, const T*, const T*, const T*, \
+                                              const T*, const T*, const T*, const T*, T*, T*, T*, T*, T*, T*);
+UOE_CUDA_EXPERT_EXTERN(float)
+UOE_CUDA_EXPERT_EXTERN(double)
+#undef UOE_CUDA_EXPERT_EXTERN
+
+}  // namespace uoe::cuda

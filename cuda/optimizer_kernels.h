@@ -1,0 +1,33 @@
+// CUDA kernels of the optimisers: the CPU signatures (ops/cpu/optimizer_kernels.h) on device pointers, plus a
+// multi-tensor AdamW that updates many parameters in one launch. All run on cuda::current_stream of the
+// current device; float32 throughout.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "ops/cpu/optimizer_kernels.h"
+
+namespace uoe::cuda {
+
+using cpu::AdamWStep;  // one step's constants, shared with the CPU kernel so UOE_KERNEL passes the same value
+
+// p -= lr * (m̂ / (sqrt(v̂) + eps) + wd * p), with m, v updated from g first (decoupled decay).
+void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& s);
+// v = momentum * v + g (+ wd * p); p -= lr * v
+void sgd_update(float* p, const float* g, float* v, int64_t n, float lr, float momentum, float weight_decay);
+
+// One parameter of a multi-tensor update: its buffers (all on the current device), length and weight decay.
+struct AdamWTensor {
+  float* p;
+  const float* g;
+  float* m;
+  float* v;
+  int64_t n;
+  float weight_decay;
+};
+// adamw_update over every tensor (s.weight_decay is ignored: each tensor brings its own) in as few launches as
+// possible: each block updates one 64 Ki-element chunk of one tensor; a launch covers up to 32 tensors and 320
+// chunks. Gives the same bits as adamw_update tensor by tensor.
+void adamw_update_multi(const std::vector<AdamWTensor>& tensors, const AdamWStep& s);
+
+}  // namespace uoe::cuda

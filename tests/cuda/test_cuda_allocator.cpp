@@ -1,0 +1,169 @@
+// Caching device allocator: statistics, block reuse, small-block packing, empty_cache, the out-of-memory
+// message, thread safety; and the CUDA error checks. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/allocator.h"
+#include "core/error.h"
+#include "cuda/cuda_api.h"
+
+#if UOE_WITH_CUDA
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "core/tensor.h"
+#include "cuda/caching_allocator.h"
+#include "cuda/check.h"
+#endif
+
+namespace uoe {
+namespace {
+
+class CudaAllocator : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible (CPU-only build or no GPU): CUDA tests skipped";
+  }
+};
+
+#if UOE_WITH_CUDA
+
+constexpr size_t kMiB = size_t(1) << 20;
+
+TEST(CudaCheck, ErrorsNameTheOpAndTheCall) {
+  // Needs a CUDA build, not a GPU: the error code is made up.
+  try {
+    cuda::check_cuda(cudaErrorInvalidValue, "myop", "cudaMemcpy(dst, src, n)");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("[myop] cudaMemcpy(dst, src, n) failed: cudaErrorInvalidValue"), std::string::npos) << msg;
+  }
+  EXPECT_NO_THROW(cuda::check_cuda(cudaSuccess, "myop", "nothing"));
+}
+
+TEST(CudaCheck, SizesRoundToTheirClass) {
+  EXPECT_EQ(cuda::allocation_size(1), 512u);
+  EXPECT_EQ(cuda::allocation_size(512), 512u);
+  EXPECT_EQ(cuda::allocation_size(513), 1024u);
+  EXPECT_EQ(cuda::allocation_size(kMiB), kMiB);
+  EXPECT_EQ(cuda::allocation_size(kMiB + 1), 2 * kMiB);
+  EXPECT_EQ(cuda::allocation_size(5 * kMiB), 6 * kMiB);
+}
+
+TEST_F(CudaAllocator, StatisticsFollowAllocationsAndFrees) {
+  Allocator& a = cuda::caching_allocator();
+  const AllocatorStats s0 = cuda::memory_stats(0);
+  void* p = cuda::allocate_on(0, 1000);
+  const AllocatorStats s1 = cuda::memory_stats(0);
+  EXPECT_EQ(s1.allocated, s0.allocated + cuda::allocation_size(1000));
+  EXPECT_GE(s1.reserved, s1.allocated);
+  EXPECT_GE(s1.peak, s1.allocated);
+  void* q = cuda::allocate_on(0, 3 * kMiB + 1);
+  const AllocatorStats s2 = cuda::memory_stats(0);
+  EXPECT_EQ(s2.allocated, s1.allocated + 4 * kMiB);
+  EXPECT_GE(s2.peak, s2.allocated);
+  a.deallocate(q, 3 * kMiB + 1);
+  a.deallocate(p, 1000);
+  const AllocatorStats s3 = cuda::memory_stats(0);
+  EXPECT_EQ(s3.allocated, s0.allocated);
+  EXPECT_EQ(s3.reserved, s2.reserved);  // cached, not returned
+  EXPECT_EQ(s3.peak, s2.peak);
+  // The registered allocator for cuda:0 is this one, and tensors go through it.
+  EXPECT_EQ(&allocator_for(Device::cuda(0)), &a);
+  {
+    const Tensor t = empty({1000, 1000}, TensorOptions{}.with_device(Device::cuda(0)));
+    EXPECT_EQ(cuda::memory_stats(0).allocated, s0.allocated + cuda::allocation_size(4000000));
+  }
+  EXPECT_EQ(cuda::memory_stats(0).allocated, s0.allocated);
+}
+
+TEST_F(CudaAllocator, FreedBlockIsReused) {
+  Allocator& a = cuda::caching_allocator();
+  a.empty_cache();
+  const size_t n = 37 * kMiB + 1;
+  void* p = cuda::allocate_on(0, n);
+  a.deallocate(p, n);
+  const size_t reserved = cuda::memory_stats(0).reserved;
+  void* q = cuda::allocate_on(0, n);
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(cuda::memory_stats(0).reserved, reserved);
+  a.deallocate(q, n);
+  // A smaller request is carved out of the cached block instead of a new cudaMalloc.
+  void* r = cuda::allocate_on(0, 5 * kMiB);
+  EXPECT_EQ(cuda::memory_stats(0).reserved, reserved);
+  a.deallocate(r, 5 * kMiB);
+}
+
+TEST_F(CudaAllocator, SmallBlocksShareOneSegment) {
+  Allocator& a = cuda::caching_allocator();
+  a.empty_cache();
+  const size_t r0 = cuda::memory_stats(0).reserved;
+  std::vector<void*> ptrs;
+  for (int i = 0; i < 100; ++i) ptrs.push_back(cuda::allocate_on(0, 700));
+  EXPECT_LE(cuda::memory_stats(0).reserved - r0, cuda::kSmallSegment);
+  for (void* p : ptrs) a.deallocate(p, 700);
+}
+
+TEST_F(CudaAllocator, EmptyCacheReturnsReservedMemory) {
+  Allocator& a = cuda::caching_allocator();
+  a.empty_cache();  // so that the request below gets a segment of its own
+  void* p = cuda::allocate_on(0, 64 * kMiB);
+  a.deallocate(p, 64 * kMiB);
+  const size_t before = cuda::memory_stats(0).reserved;
+  ASSERT_GE(before, 64 * kMiB);
+  a.empty_cache();
+  const AllocatorStats after = cuda::memory_stats(0);
+  EXPECT_LE(after.reserved, before - 64 * kMiB);
+  EXPECT_GE(after.reserved, after.allocated);
+  EXPECT_EQ(a.stats().reserved, after.reserved);  // one device: the totals are its numbers
+}
+
+TEST_F(CudaAllocator, ImpossibleRequestRaisesOutOfMemoryWithTheNumbers) {
+  const size_t huge = size_t(1) << 50;  // 1 PiB
+  try {
+    cuda::allocate_on(0, huge);
+    FAIL() << "expected an out-of-memory error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("[cuda allocator] out of memory on cuda:0: requested 1073741824.00 MiB, "), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find(" MiB in use by tensors, "), std::string::npos) << msg;
+    EXPECT_NE(msg.find(" MiB reserved (cached)"), std::string::npos) << msg;
+  }
+  // Through a tensor, and the device still works afterwards.
+  EXPECT_THROW(empty({int64_t(1) << 48}, TensorOptions{}.with_device(Device::cuda(0))), Error);
+  const Tensor t = full({1000}, 3.0, TensorOptions{}.with_device(Device::cuda(0)));
+  EXPECT_EQ(t.to(Device::cpu()).to_vector<float>(), std::vector<float>(1000, 3.0f));
+}
+
+TEST_F(CudaAllocator, ThreadsAllocateAndFreeConcurrently) {
+  Allocator& a = cuda::caching_allocator();
+  const size_t base = cuda::memory_stats(0).allocated;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&a, t] {
+      std::mt19937 rng{uint32_t(t)};
+      std::vector<std::pair<void*, size_t>> live;
+      for (int i = 0; i < 2000; ++i) {
+        if (!live.empty() && rng() % 2) {
+          const size_t k = rng() % live.size();
+          a.deallocate(live[k].first, live[k].second);
+          live.erase(live.begin() + std::ptrdiff_t(k));
+        } else {
+          const size_t n = rng() % 3 == 0 ? size_t(rng() % (8 << 20)) + 1 : size_t(rng() % 4096) + 1;
+          live.emplace_back(cuda::allocate_on(0, n), n);
+        }
+      }
+      for (auto& [p, n] : live) a.deallocate(p, n);
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(cuda::memory_stats(0).allocated, base);
+}
+
+#endif
+
+}  // namespace
+}  // namespace uoe

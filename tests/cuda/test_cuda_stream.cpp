@@ -1,0 +1,74 @@
+// Devices, streams and events (cuda/stream.h): guards restore what they change, events time and order work.
+// Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include "core/tensor.h"
+#include "cuda/cuda_api.h"
+
+#if UOE_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "cuda/check.h"
+#include "cuda/stream.h"
+#endif
+
+namespace uoe {
+namespace {
+
+class CudaStream : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible (CPU-only build or no GPU): CUDA tests skipped";
+  }
+};
+
+#if UOE_WITH_CUDA
+
+TEST_F(CudaStream, DefaultStreamIsTheLegacyStreamAndGuardsRestoreIt) {
+  EXPECT_EQ(cuda::current_stream(0), nullptr);
+  cudaStream_t s = nullptr;
+  UOE_CUDA_CHECK("test", cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  {
+    cuda::StreamGuard guard(0, s);
+    EXPECT_EQ(cuda::current_stream(0), s);
+    // Copies run on the current stream and are synchronous.
+    const Tensor t = full({4096}, 1.5, TensorOptions{}.with_device(Device::cuda(0)));
+    cuda::synchronize(0, "test");
+    EXPECT_EQ(t.to(Device::cpu()).to_vector<float>(), std::vector<float>(4096, 1.5f));
+  }
+  EXPECT_EQ(cuda::current_stream(0), nullptr);
+  UOE_CUDA_CHECK("test", cudaStreamDestroy(s));
+}
+
+TEST_F(CudaStream, DeviceGuardRestoresTheDevice) {
+  int before = -1, inside = -1, after = -1;
+  UOE_CUDA_CHECK("test", cudaGetDevice(&before));
+  {
+    cuda::DeviceGuard guard(cuda::device_count() - 1);
+    UOE_CUDA_CHECK("test", cudaGetDevice(&inside));
+  }
+  UOE_CUDA_CHECK("test", cudaGetDevice(&after));
+  EXPECT_EQ(inside, cuda::device_count() - 1);
+  EXPECT_EQ(after, before);
+  EXPECT_THROW(cuda::DeviceGuard(cuda::device_count() + 5), Error);
+}
+
+TEST_F(CudaStream, EventsTimeWork) {
+  cuda::Event start(true), stop(true);
+  const cudaStream_t s = cuda::current_stream(0);
+  start.record(s);
+  const Tensor t = full({1 << 22}, 2.0, TensorOptions{}.with_device(Device::cuda(0)));
+  stop.record(s);
+  stop.synchronize();
+  EXPECT_GE(stop.elapsed_ms(start), 0.0f);
+  cuda::Event order;
+  order.record(s);
+  order.wait(s);
+  order.synchronize();
+  cuda::synchronize(0, "test");
+}
+
+#endif
+
+}  // namespace
+}  // namespace uoe
