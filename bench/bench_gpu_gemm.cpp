@@ -64,7 +64,7 @@ void run_gpu_gemm(benchmark::State& state, Mode mode) {
     }
     cuda::synchronize(0, "bench gemm");
     const double flops = 2.0 * double(n) * double(n) * double(n) * double(state.iterations());
-    state.counters["TFLOPS"] = total_s > 0 ? flops / total_s * 1e-12 : 0.0;
+    state.counters["TFLOP/s"] = total_s > 0 ? flops / total_s * 1e-12 : 0.0;
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
