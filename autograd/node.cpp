@@ -2,6 +2,7 @@
 #include "autograd/node.h"
 
 #include <atomic>
+#include <limits>
 
 #include "core/error.h"
 
@@ -64,6 +65,9 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
     acc->out_shape = t.shape();
     acc->out_dtype = t.dtype();
     acc->out_device = t.device();
+    // Runs as soon as its gradient is complete, not after every op node (which run latest-first): hooks see
+    // each leaf's gradient while backward goes on (data parallel starts its all-reduces there).
+    acc->seq = std::numeric_limits<uint64_t>::max();
     impl->autograd.grad_accumulator = acc;
   }
   return acc;

@@ -15,6 +15,9 @@ namespace uoe::nn {
 
 void save_checkpoint(const std::string& dir, const Module& model, const ModelConfig& config, const Optimizer* opt,
                      const json::Value& trainer_state, const Tokenizer& tokenizer);
+// The same with the optimiser state given (e.g. gathered from every rank by a collective); none when empty.
+void save_checkpoint(const std::string& dir, const Module& model, const ModelConfig& config,
+                     const NamedTensors& optimizer_state, const json::Value& trainer_state, const Tokenizer& tokenizer);
 
 struct Checkpoint {
   ModelConfig config;

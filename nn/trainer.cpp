@@ -1,7 +1,7 @@
 // The training loop: seeded batches keyed by (seed, step), AdamW/SGD with warmup+cosine, clipping,
-// gradient accumulation, progress bar, validation, metrics.jsonl, atomic checkpoints, clean stop on signals.
+// gradient accumulation, progress bar, validation, metrics.jsonl, atomic checkpoints, clean stop on signals;
+// data parallel (rank shares of each batch, averaged gradients, optional ZeRO-1) when there are several ranks.
 #include "nn/trainer.h"
-
 
 #include <atomic>
 #include <chrono>
@@ -12,10 +12,13 @@
 #include <sstream>
 
 #include "autograd/grad_mode.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "nn/checkpoint.h"
+#include "nn/data_parallel.h"
 #include "nn/optim.h"
+#include "nn/zero_optimizer.h"
 
 namespace uoe::nn {
 namespace {
@@ -88,43 +91,65 @@ json::Value layer_metrics(const LanguageModel& model) {
   return layers;
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, const LanguageModel& model) {
-  if (o.optimizer == "sgd") return std::make_unique<SGD>(model.named_parameters(), o.momentum, o.weight_decay);
-  UOE_CHECK(o.optimizer == "adamw", "[train] unknown optimizer '", o.optimizer, "': expected adamw or sgd");
-  return std::make_unique<AdamW>(model.named_parameters(), AdamWOptions{o.beta1, o.beta2, 1e-8, o.weight_decay});
+std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, const NamedTensors& params, Communicator& comm) {
+  UOE_CHECK(o.optimizer == "adamw" || o.optimizer == "sgd", "[train] unknown optimizer '", o.optimizer,
+            "': expected adamw or sgd");
+  auto make = [&o](const NamedTensors& p) -> std::unique_ptr<Optimizer> {
+    if (o.optimizer == "sgd") return std::make_unique<SGD>(p, o.momentum, o.weight_decay);
+    return std::make_unique<AdamW>(p, AdamWOptions{o.beta1, o.beta2, 1e-8, o.weight_decay});
+  };
+  if (o.zero1) return std::make_unique<ZeroOptimizer>(params, comm, make);
+  return make(params);
 }
+
+// This rank's rows of a batch tensor ([B, T] -> [count, T]).
+Tensor rows_of(const Tensor& t, const RowRange& rows) { return t.narrow(0, rows.begin, rows.count).contiguous(); }
 
 }  // namespace
 
-double evaluate(LanguageModel& model, const TokenDataset& data, int64_t batch, int64_t seq, int64_t max_batches) {
+double evaluate(LanguageModel& model, const TokenDataset& data, int64_t batch, int64_t seq, int64_t max_batches,
+                Communicator& comm) {
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
   double total = 0;
   int64_t tokens = 0;
-  for (const Batch& b : data.val_batches(batch, seq, max_batches)) {
+  const std::vector<Batch> batches = data.val_batches(batch, seq, max_batches);
+  for (size_t i = size_t(comm.rank()); i < batches.size(); i += size_t(comm.size())) {
+    const Batch& b = batches[i];
     const Device device = model.embed->weight.device();
     model.loss(b.x.to(device), b.y.to(device));
     total += model.last_ce.item<double>() * double(b.x.numel());
     tokens += b.x.numel();
   }
   model.train(was_training);
-  UOE_CHECK(tokens > 0, "[eval] the validation split has no complete window of ", seq + 1, " tokens");
-  return total / double(tokens);
+  const Tensor sums = from_vector<double>({total, double(tokens)}, {2});
+  comm.all_reduce(sums);
+  const std::vector<double> all = sums.to_vector<double>();
+  UOE_CHECK(all[1] > 0, "[eval] the validation split has no complete window of ", seq + 1, " tokens");
+  return all[0] / all[1];
 }
 
-TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenDataset& data, const Tokenizer& tokenizer) {
+TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenDataset& data, const Tokenizer& tokenizer,
+                  Communicator& comm) {
   UOE_CHECK(!o.out_dir.empty(), "[train] an output directory is required");
+  UOE_CHECK(o.batch >= comm.size(), "[train] the batch of ", o.batch, " rows is smaller than the ", comm.size(),
+            " ranks: every rank needs at least one row");
   UOE_CHECK(o.seq <= config.context, "[train] --seq ", o.seq, " exceeds the model context ", config.context);
   UOE_CHECK(tokenizer.vocab_size() <= config.vocab_size, "[train] the tokenizer has ", tokenizer.vocab_size(),
             " ids but the model's vocab_size is ", config.vocab_size);
-  std::filesystem::create_directories(o.out_dir);
+  const bool lead = comm.rank() == 0;  // the rank that writes metrics, progress and checkpoints
   const std::string ckpt_dir = o.out_dir + "/checkpoint", metrics_path = o.out_dir + "/metrics.jsonl";
+  if (lead) {
+    std::filesystem::create_directories(o.out_dir);
+    recover_directory(ckpt_dir);  // finishes an interrupted checkpoint write before any rank reads it
+  }
+  comm.barrier();
   manual_seed(o.seed);
   LanguageModel model(config);
   model.to(o.device);  // before the optimiser, so its state is created beside the parameters
   model.compute_dtype = o.compute_dtype;
-  std::unique_ptr<Optimizer> opt = make_optimizer(o, model);
+  std::unique_ptr<Optimizer> opt = make_optimizer(o, model.named_parameters(), comm);
   const int64_t warmup = o.warmup >= 0 ? o.warmup : std::min<int64_t>(100, o.steps / 10);
   const double min_lr = o.min_lr >= 0 ? o.min_lr : o.lr / 10;
 
@@ -137,8 +162,8 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     const json::Value& rng = c.trainer_state.at("rng");
     default_generator().set_state(rng.at("seed").as_uint(), rng.at("offset").as_uint());
     tokens_seen = c.trainer_state.at("tokens_seen").as_int();
-    truncate_metrics(metrics_path, start);
-  } else {
+    if (lead) truncate_metrics(metrics_path, start);
+  } else if (lead) {
     std::ofstream(metrics_path, std::ios::trunc);
   }
   auto state_json = [&](int64_t step) {
@@ -156,10 +181,20 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     s["total_steps"] = o.steps;
     return s;
   };
-  auto save = [&](int64_t step) { save_checkpoint(ckpt_dir, model, config, opt.get(), state_json(step), tokenizer); };
+  auto save = [&](int64_t step) {
+    const NamedTensors opt_state = opt->state();  // every rank: gathering ZeRO's shards is collective
+    if (lead) save_checkpoint(ckpt_dir, model, config, opt_state, state_json(step), tokenizer);
+  };
+
+  // Data parallel: this rank's rows of every batch, and gradients averaged over the global batch.
+  const RowRange rows = rank_rows(o.batch, comm.rank(), comm.size());
+  const double share = double(rows.count) / double(o.batch);
+  std::unique_ptr<DataParallel> dp;
+  if (comm.size() > 1) dp = std::make_unique<DataParallel>(model.named_parameters(), comm, share, o.bucket_bytes);
 
   StopSignals signals;
-  std::ofstream metrics(metrics_path, std::ios::app);
+  std::ofstream metrics;
+  if (lead) metrics.open(metrics_path, std::ios::app);
   TrainResult result;
   const std::vector<Tensor> params = model.parameters();
   const auto t0 = std::chrono::steady_clock::now();
@@ -172,11 +207,13 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     double loss_sum = 0;
     for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
       const Batch b = data.train_batch(o.seed, uint64_t(step * o.grad_accum + micro), o.batch, o.seq);
-      Tensor loss = model.loss(b.x.to(o.device), b.y.to(o.device));
+      if (dp && micro == o.grad_accum - 1) dp->reduce_next_backward();
+      Tensor loss = model.loss(rows_of(b.x, rows).to(o.device), rows_of(b.y, rows).to(o.device));
       if (o.grad_accum > 1) loss = loss / double(o.grad_accum);
       loss.backward();
       loss_sum += model.last_ce.item<double>() / double(o.grad_accum);
     }
+    if (dp) dp->finish();
     const double grad_norm = clip_grad_norm(params, o.clip);
     opt->step(lr);
     ++step;
@@ -184,35 +221,40 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     tokens_seen += step_tokens;
     session_tokens += step_tokens;
     const double tok_s = double(session_tokens) / std::max(elapsed(), 1e-9);
+    // One all-reduce per step: the global mean loss, and whether any rank got a signal or ran out of time.
+    const Tensor shared = from_vector<double>({loss_sum * share, signals.requested() ? 1.0 : 0.0,
+                                               o.time_limit_s > 0 && elapsed() >= o.time_limit_s ? 1.0 : 0.0},
+                                              {3});
+    comm.all_reduce(shared);
+    const std::vector<double> global = shared.to_vector<double>();
+    const bool stopping = global[1] > 0 || global[2] > 0 || step == o.steps;
 
     json::Value m = json::Value::object();
     m["step"] = step;
-    m["train_loss"] = loss_sum;
+    m["train_loss"] = global[0];
     m["lr"] = lr;
     m["grad_norm"] = grad_norm;
     m["tokens"] = tokens_seen;
     m["tokens_per_s"] = tok_s;
-    m["layers"] = layer_metrics(model);
-    const bool out_of_time = o.time_limit_s > 0 && elapsed() >= o.time_limit_s;
-    const bool stopping = signals.requested() || out_of_time || step == o.steps;
+    if (lead) m["layers"] = layer_metrics(model);  // rank 0's share of the batch
     if ((o.eval_every > 0 && step % o.eval_every == 0) || stopping) {
-      const double val = evaluate(model, data, o.batch, o.seq, o.eval_batches);
+      const double val = evaluate(model, data, o.batch, o.seq, o.eval_batches, comm);
       m["val_loss"] = val;
       result.curve.push_back({step, tokens_seen, val});
       result.final_val_loss = val;
     }
-    metrics << m.dump() << "\n" << std::flush;
-    if (o.progress) {
+    if (lead) metrics << m.dump() << "\n" << std::flush;
+    if (o.progress && lead) {
       const double eta = double(o.steps - step) * double(step_tokens) / std::max(tok_s, 1e-9);
-      draw_progress(step, o.steps, loss_sum, tok_s, o.time_limit_s > 0 ? std::max(0.0, o.time_limit_s - elapsed()) : eta);
+      draw_progress(step, o.steps, global[0], tok_s, o.time_limit_s > 0 ? std::max(0.0, o.time_limit_s - elapsed()) : eta);
     }
     if ((o.save_every > 0 && step % o.save_every == 0) || stopping) save(step);
     if (stopping) {
-      result.interrupted = signals.requested();
+      result.interrupted = global[1] > 0;
       break;
     }
   }
-  if (o.progress) std::fprintf(stderr, "\n");
+  if (o.progress && lead) std::fprintf(stderr, "\n");
   result.steps = step;
   result.tokens_per_s = double(session_tokens) / std::max(elapsed(), 1e-9);
   return result;

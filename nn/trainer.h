@@ -1,4 +1,5 @@
-// Trainer: the seeded, resumable training loop with progress bar, validation, metrics.jsonl and signal-safe checkpoints.
+// Trainer: the seeded, resumable training loop with progress bar, validation, metrics.jsonl and signal-safe checkpoints,
+// on one process or data parallel across the ranks of a communicator.
 #pragma once
 #include <functional>
 #include <memory>
@@ -6,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/communicator.h"
 #include "nn/dataset.h"
 #include "nn/transformer.h"
 
@@ -32,6 +34,8 @@ struct TrainOptions {
   std::string out_dir;       // metrics.jsonl and checkpoint/ go here
   Device device = Device::cpu();       // where the model, its gradients and the optimiser state live
   std::optional<DType> compute_dtype;  // mixed precision (e.g. bfloat16) over float32 master weights
+  bool zero1 = false;                  // several ranks: shard the optimiser state across them (ZeRO stage 1)
+  int64_t bucket_bytes = int64_t(25) << 20;  // several ranks: size of the gradient all-reduce buckets
 };
 
 struct EvalPoint {
@@ -48,11 +52,20 @@ struct TrainResult {
   std::vector<EvalPoint> curve;
 };
 
-// Mean next-token cross-entropy (nats/token) over up to max_batches validation batches.
-double evaluate(LanguageModel& model, const TokenDataset& data, int64_t batch, int64_t seq, int64_t max_batches);
+// Mean next-token cross-entropy (nats/token) over up to max_batches validation batches; with several ranks each
+// evaluates every size-th batch and the result is the mean over all of them.
+double evaluate(LanguageModel& model, const TokenDataset& data, int64_t batch, int64_t seq, int64_t max_batches,
+                Communicator& comm = world());
 
 // Trains `config` on `data` (token ids from `tokenizer`), writing into options.out_dir.
+// With several ranks in `comm` (a run launched by mpirun) it trains data parallel: every rank builds the same
+// model, rank r computes rows rank_rows(batch, r, size) of each batch the one-process run draws, gradients are
+// averaged over the global batch (nn/data_parallel.h) and, with zero1, the optimiser state is sharded
+// (nn/zero_optimizer.h). So N ranks follow the one-process run with the same --batch, to float32 rounding.
+// Losses are global means; rank 0 alone writes metrics.jsonl, the progress bar and checkpoints (whose optimiser
+// state is always whole: a run saved at N ranks resumes at any M). Every rank stops at the same step when any
+// of them gets SIGINT/SIGTERM or runs out of time.
 TrainResult train(const ModelConfig& config, const TrainOptions& options, const TokenDataset& data,
-                  const Tokenizer& tokenizer);
+                  const Tokenizer& tokenizer, Communicator& comm = world());
 
 }  // namespace uoe::nn

@@ -1,22 +1,35 @@
-// uoe train: one command from a text file to a trained, checkpointed model.
+// uoe train: one command from a text file to a trained, checkpointed model; under mpirun, data parallel.
 #include <cstdio>
 #include <filesystem>
 
 #include "args.h"
 #include "commands.h"
+#include "core/atomic_file.h"
+#include "core/communicator.h"
 #include "core/error.h"
 #include "cuda/cuda_api.h"
 #include "nn/checkpoint.h"
 #include "nn/trainer.h"
 
 namespace uoe::cli {
+namespace {
 
-int cmd_train(const std::vector<std::string>& argv) {
+// --device: with several ranks a bare "cuda" means one GPU per rank of this node (local rank modulo GPU count).
+Device train_device(const std::string& spec, const Communicator& comm) {
+  const Device d = Device::parse(spec);
+  UOE_CHECK(d.is_cpu() || cuda::is_available(), "--device ", d.str(),
+            ": no CUDA device is visible (a CPU-only build, or no GPU); use --device cpu");
+  if (spec == "cuda" && comm.size() > 1) return Device::cuda(comm.local_rank() % cuda::device_count());
+  return d;
+}
+
+int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   const Args a("train", argv,
                {"config", "data", "out", "steps", "batch", "seq", "lr", "min-lr", "warmup", "threads", "seed",
                 "eval-every", "eval-batches", "save-every", "grad-accum", "optimizer", "tokenizer", "minutes", "clip",
                 "weight-decay", "device", "dtype"},
-               {"resume", "quiet"});
+               {"resume", "quiet", "zero1"});
+  const bool lead = comm.rank() == 0;
   set_threads(a.integer("threads", 0));
   nn::ModelConfig config = nn::load_model_config(a.str("config", "tiny-uoe"));
   nn::TrainOptions o;
@@ -38,34 +51,53 @@ int cmd_train(const std::vector<std::string>& argv) {
   o.weight_decay = a.number("weight-decay", 0.1);
   o.resume = a.flag("resume");
   o.progress = !a.flag("quiet");
-  o.device = Device::parse(a.str("device", "cpu"));
+  o.zero1 = a.flag("zero1");
+  o.device = train_device(a.str("device", "cpu"), comm);
   const std::string dtype = a.str("dtype", "f32");
   UOE_CHECK(dtype == "f32" || dtype == "bf16", "--dtype '", dtype, "': expected f32 or bf16 (bf16 compute over float32 master weights)");
   if (dtype == "bf16") o.compute_dtype = DType::BFloat16;
-  UOE_CHECK(o.device.is_cpu() || cuda::is_available(), "--device ", o.device.str(),
-            ": no CUDA device is visible (a CPU-only build, or no GPU); use --device cpu");
   UOE_CHECK(o.steps > 0 && o.batch > 0 && o.seq > 0 && o.grad_accum > 0,
             "--steps, --batch, --seq and --grad-accum must be positive");
-  std::filesystem::create_directories(o.out_dir);
 
-  // The tokenizer of a resumed run is the checkpoint's; a new run builds one from --tokenizer.
+  // Rank 0 creates the output directory, finishes an interrupted checkpoint write and tokenises the text once;
+  // the other ranks read what it wrote.
   const std::string ckpt = o.out_dir + "/checkpoint";
-  const std::string data = a.required("data");
+  const std::string data = a.required("data"), token_cache = o.out_dir + "/tokens.bin";
+  if (lead) {
+    std::filesystem::create_directories(o.out_dir);
+    recover_directory(ckpt);
+  }
+  comm.barrier();
+  // The tokenizer of a resumed run is the checkpoint's; a new run builds one from --tokenizer.
   std::unique_ptr<nn::Tokenizer> tok = o.resume && nn::checkpoint_exists(ckpt)
                                            ? nn::load_checkpoint(ckpt).tokenizer
                                            : make_tokenizer(a.str("tokenizer", "byte"), data);
   config.vocab_size = std::max(config.vocab_size, tok->vocab_size());
-  const auto tokens = open_tokens(data, *tok, o.out_dir + "/tokens.bin");
+  std::shared_ptr<nn::TokenFile> tokens;
+  if (lead) tokens = open_tokens(data, *tok, token_cache);
+  comm.barrier();
+  if (!lead) tokens = std::make_shared<nn::TokenFile>(is_token_file(data) ? data : token_cache);
   const nn::TokenDataset dataset(tokens);
-  std::printf("uoe train: %s (%s FFN) on %s (%s), %ld train / %ld val tokens, batch %ld x %ld, %ld steps -> %s\n",
-              config.name.c_str(), nn::ffn_kind_name(config.ffn.kind), o.device.str().c_str(), dtype.c_str(),
-              long(dataset.train_tokens()), long(dataset.val_tokens()), long(o.batch), long(o.seq), long(o.steps),
-              o.out_dir.c_str());
-  const nn::TrainResult r = nn::train(config, o, dataset, *tok);
-  std::printf("%s at step %ld: val loss %.4f nats/token, %.0f tokens/s; checkpoint in %s\n",
-              r.interrupted ? "stopped by signal" : "done", long(r.steps), r.final_val_loss, r.tokens_per_s,
-              ckpt.c_str());
+  const std::string ranks =
+      comm.size() > 1 ? " x " + std::to_string(comm.size()) + " ranks" + (o.zero1 ? " (ZeRO-1)" : "") : "";
+  if (lead)
+    std::printf("uoe train: %s (%s FFN) on %s (%s)%s, %ld train / %ld val tokens, batch %ld x %ld, %ld steps -> %s\n",
+                config.name.c_str(), nn::ffn_kind_name(config.ffn.kind), o.device.str().c_str(), dtype.c_str(),
+                ranks.c_str(), long(dataset.train_tokens()), long(dataset.val_tokens()), long(o.batch), long(o.seq), long(o.steps),
+                o.out_dir.c_str());
+  const nn::TrainResult r = nn::train(config, o, dataset, *tok, comm);
+  if (lead)
+    std::printf("%s at step %ld: val loss %.4f nats/token, %.0f tokens/s; checkpoint in %s\n",
+                r.interrupted ? "stopped by signal" : "done", long(r.steps), r.final_val_loss, r.tokens_per_s,
+                ckpt.c_str());
   return 0;
+}
+
+}  // namespace
+
+int cmd_train(const std::vector<std::string>& argv) {
+  Communicator& comm = world();
+  return run_or_abort(comm, "uoe train", [&] { return train_command(argv, comm); });
 }
 
 }  // namespace uoe::cli

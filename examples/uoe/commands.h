@@ -19,6 +19,8 @@ int cmd_prepare(const std::vector<std::string>& argv);
 int cmd_graph(const std::vector<std::string>& argv);
 int cmd_analyze(const std::vector<std::string>& argv);
 
+// Whether `data_path` is a prepared token file (starts with the token file magic).
+bool is_token_file(const std::string& data_path);
 // Token ids for `data_path`: a prepared token file is used as is; a text file is tokenised
 // into `cache_path` with `tok` first.
 std::shared_ptr<nn::TokenFile> open_tokens(const std::string& data_path, const nn::Tokenizer& tok,

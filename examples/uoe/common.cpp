@@ -10,14 +10,17 @@
 
 namespace uoe::cli {
 
-std::shared_ptr<nn::TokenFile> open_tokens(const std::string& data_path, const nn::Tokenizer& tok,
-                                          const std::string& cache_path) {
+bool is_token_file(const std::string& data_path) {
   char magic[8] = {};
   std::ifstream in(data_path, std::ios::binary);
   UOE_CHECK(in, "cannot open data file '", data_path, "'");
   in.read(magic, sizeof magic);
-  if (in.gcount() == sizeof magic && std::memcmp(magic, nn::kTokenFileMagic, sizeof magic) == 0)
-    return std::make_shared<nn::TokenFile>(data_path);
+  return in.gcount() == sizeof magic && std::memcmp(magic, nn::kTokenFileMagic, sizeof magic) == 0;
+}
+
+std::shared_ptr<nn::TokenFile> open_tokens(const std::string& data_path, const nn::Tokenizer& tok,
+                                          const std::string& cache_path) {
+  if (is_token_file(data_path)) return std::make_shared<nn::TokenFile>(data_path);
   nn::prepare_tokens(data_path, tok, cache_path);
   return std::make_shared<nn::TokenFile>(cache_path);
 }

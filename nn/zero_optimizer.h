@@ -1,0 +1,46 @@
+// ZeRO stage 1: the optimiser state sharded across the ranks, each rank updating its share of every parameter.
+#pragma once
+#include <functional>
+#include <memory>
+
+#include "core/communicator.h"
+#include "nn/optim.h"
+
+namespace uoe::nn {
+
+// Wraps an optimiser (AdamW, SGD, ...) so that each rank keeps the state of a 1/size share of the parameters.
+//
+// Every parameter is seen as rows (a matrix [numel / last dim, last dim]; a vector as itself) and cut into
+// `size` contiguous row ranges (rank_rows). Rank r's inner optimiser holds only range r of each parameter, as a
+// view that keeps the parameter's name and rank (so weight decay follows the same rule); step() updates those
+// rows from the gradients, which must already be equal on every rank (averaged by DataParallel), then an
+// all-gather per parameter gives every rank the whole updated parameter. The result equals the wrapped
+// optimiser's step on every rank, with its state memory divided by the number of ranks.
+//
+// state() is collective (every rank must call it): it gathers the full, unsharded state under the inner
+// optimiser's names and shapes ("<param>.exp_avg", ..., "step"). load_state() takes such a full state and keeps
+// this rank's rows, so state saved at N ranks loads at any M, with or without ZeRO.
+class ZeroOptimizer : public Optimizer {
+ public:
+  using Factory = std::function<std::unique_ptr<Optimizer>(const NamedTensors&)>;
+  ZeroOptimizer(const NamedTensors& params, Communicator& comm, const Factory& make_inner);
+  void step(double lr) override;
+  NamedTensors state() const override;
+  void load_state(const std::map<std::string, Tensor>& state) override;
+
+ private:
+  struct Shard {
+    std::string name;
+    Tensor param;                 // the whole parameter
+    Tensor rows;                  // the parameter as rows
+    std::vector<int64_t> counts;  // rows of each rank
+    int64_t begin = 0;            // this rank's first row
+    Tensor mine;                  // this rank's rows of `rows` (what the inner optimiser updates)
+  };
+  Communicator& comm_;
+  std::vector<Shard> shards_;
+  std::vector<std::string> slots_;  // the inner optimiser's per-parameter state names ("exp_avg", ...)
+  std::unique_ptr<Optimizer> inner_;
+};
+
+}  // namespace uoe::nn

@@ -1,0 +1,31 @@
+// A rank that fails in the middle of a data-parallel step: it throws from a gradient hook during backward, while
+// the other ranks go on and wait for its buckets. run_or_abort must end them all, not leave them waiting.
+#include "core/error.h"
+#include "dist_helpers.h"
+#include "fixtures.h"
+#include "nn/data_parallel.h"
+
+namespace uoe::test {
+
+int run_failing_steps(Communicator& comm, int failing_rank) {
+  const std::string dir = shared_dir("failing_rank");
+  if (comm.rank() == 0) micro_data(dir);
+  comm.barrier();
+  const nn::TokenDataset data(std::make_shared<nn::TokenFile>(dir + "/tokens.bin"));
+  auto model = micro_model(0);
+  const nn::RowRange rows = nn::rank_rows(4, comm.rank(), comm.size());
+  nn::DataParallel dp(model->named_parameters(), comm, double(rows.count) / 4, 1024);
+  for (int64_t step = 0; step < 3; ++step) {
+    if (step == 1 && comm.rank() == failing_rank)
+      model->blocks[0]->attn_norm->weight.register_hook([](const Tensor&) -> Tensor {
+        fail("injected failure in the backward of step 1");
+      });
+    model->zero_grad();
+    dp.reduce_next_backward();
+    backward_on_rows(*model, data.train_batch(0, uint64_t(step), 4, 16), rows.begin, rows.count);
+    dp.finish();
+  }
+  return 0;
+}
+
+}  // namespace uoe::test

@@ -1,0 +1,113 @@
+// nn::train across the ranks of mpirun: the same losses as one process with the same global batch, rank 0 alone
+// writing, and a ZeRO-1 checkpoint saved at N ranks resuming at N (bit for bit) and at one rank.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/json.h"
+#include "dist_helpers.h"
+#include "fixtures.h"
+#include "nn/checkpoint.h"
+#include "nn/trainer.h"
+
+namespace uoe::nn {
+namespace {
+
+TrainOptions options(const std::string& out, int64_t steps, bool zero1) {
+  TrainOptions o;
+  o.steps = steps;
+  o.batch = 4;
+  o.seq = 32;
+  o.lr = 3e-3;
+  o.min_lr = 3e-3;  // a constant rate: a run may stop early and be resumed with more steps
+  o.warmup = 0;
+  o.eval_every = 3;
+  o.eval_batches = 3;
+  o.progress = false;
+  o.out_dir = out;
+  o.zero1 = zero1;
+  o.bucket_bytes = 4096;
+  return o;
+}
+
+std::vector<json::Value> metrics(const std::string& out) {
+  std::vector<json::Value> lines;
+  std::ifstream in(out + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) lines.push_back(json::parse(line));
+  return lines;
+}
+
+void expect_close_losses(const std::vector<json::Value>& a, const std::vector<json::Value>& b, double tol) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    for (const char* key : {"train_loss", "val_loss", "grad_norm"}) {
+      ASSERT_EQ(a[i].contains(key), b[i].contains(key)) << key;
+      if (!a[i].contains(key)) continue;
+      const double x = a[i].at(key).as_double(), y = b[i].at(key).as_double();
+      EXPECT_NEAR(x, y, tol * std::abs(y)) << key << " at step " << i + 1;
+    }
+}
+
+struct Fixture {
+  std::string dir;
+  std::shared_ptr<TokenDataset> data;
+  std::unique_ptr<Tokenizer> tok = make_byte_tokenizer();
+};
+
+Fixture setup(const std::string& name) {
+  Fixture f;
+  f.dir = test::shared_dir(name);
+  if (world().rank() == 0) test::micro_data(f.dir);
+  world().barrier();
+  f.data = std::make_shared<TokenDataset>(std::make_shared<TokenFile>(f.dir + "/tokens.bin"));
+  return f;
+}
+
+TEST(DistributedTraining, DataParallelMatchesOneProcessWithTheSameBatch) {
+  const Fixture f = setup("dist_train");
+  const ModelConfig config = test::micro_config(FfnKind::UoE);
+  for (bool zero1 : {false, true}) {
+    const std::string dp = f.dir + (zero1 ? "/zero" : "/dp");
+    const TrainResult r = train(config, options(dp, 6, zero1), *f.data, *f.tok);
+    EXPECT_EQ(r.steps, 6);
+    if (world().rank() != 0) continue;
+    LocalCommunicator one;
+    const std::string single = f.dir + "/single" + (zero1 ? "_zero" : "");
+    train(config, options(single, 6, false), *f.data, *f.tok, one);
+    expect_close_losses(metrics(dp), metrics(single), 2e-5);  // also: one line per step (rank 0 alone writes)
+    const Checkpoint a = load_checkpoint(dp + "/checkpoint"), b = load_checkpoint(single + "/checkpoint");
+    ASSERT_EQ(a.optimizer.size(), b.optimizer.size());
+    for (const auto& [name, t] : b.optimizer) EXPECT_EQ(a.optimizer.at(name).shape(), t.shape()) << name;
+  }
+  world().barrier();
+}
+
+TEST(DistributedTraining, ZeroCheckpointResumesAtTheSameAndAtOneRank) {
+  const Fixture f = setup("dist_resume");
+  const ModelConfig config = test::micro_config(FfnKind::UoE);
+  const std::string straight = f.dir + "/straight", split = f.dir + "/split", single = f.dir + "/single";
+  train(config, options(straight, 5, true), *f.data, *f.tok);
+  train(config, options(split, 3, true), *f.data, *f.tok);
+  if (world().rank() == 0) std::filesystem::copy(split, single, std::filesystem::copy_options::recursive);
+  world().barrier();
+  TrainOptions resume = options(split, 5, true);
+  resume.resume = true;
+  train(config, resume, *f.data, *f.tok);
+  if (world().rank() == 0) {
+    const auto want = metrics(straight), got = metrics(split);
+    ASSERT_EQ(got.size(), 5u);
+    for (size_t i = 0; i < want.size(); ++i)  // the same rank count: bit for bit
+      EXPECT_EQ(got[i].at("train_loss").as_double(), want[i].at("train_loss").as_double()) << "step " << i + 1;
+    LocalCommunicator one;
+    TrainOptions at_one = options(single, 5, false);
+    at_one.resume = true;
+    train(config, at_one, *f.data, *f.tok, one);
+    expect_close_losses(metrics(single), want, 2e-5);
+  }
+  world().barrier();
+}
+
+}  // namespace
+}  // namespace uoe::nn

@@ -1,0 +1,72 @@
+// `mpirun -np 2` end to end: `uoe train` data parallel (with ZeRO-1) follows the one-process run with the same
+// batch and resumes at one rank; a rank that fails mid-step ends every rank with its error instead of a hang.
+// Skipped when the build has no MPI (or is a sanitizer build).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "core/json.h"
+#include "fixtures.h"
+
+namespace uoe {
+namespace {
+
+using test::run_command;
+
+#ifdef UOE_MPIEXEC
+constexpr const char* kMpiexec = UOE_MPIEXEC;
+constexpr const char* kDistTests = UOE_DIST_TESTS_PATH;
+#else
+constexpr const char* kMpiexec = nullptr;
+constexpr const char* kDistTests = nullptr;
+#endif
+
+#define SKIP_WITHOUT_MPI() \
+  if (!kMpiexec) GTEST_SKIP() << "no MPI in this build (or a sanitizer build)"
+
+std::vector<double> losses(const std::string& out) {
+  std::vector<double> v;
+  std::ifstream in(out + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) v.push_back(json::parse(line).at("train_loss").as_double());
+  return v;
+}
+
+TEST(MpiRun, TrainDataParallelFollowsOneProcessAndResumesAtOneRank) {
+  SKIP_WITHOUT_MPI();
+  const std::string dir = test::temp_dir("mpirun_train");
+  test::micro_data(dir);
+  std::ofstream(dir + "/micro.json") << to_json(test::micro_config(nn::FfnKind::UoE)).dump(2);
+  const std::string train = std::string(UOE_CLI_PATH) + " train --config " + dir + "/micro.json --data " + dir +
+                            "/text.txt --batch 4 --seq 32 --lr 3e-3 --min-lr 3e-3 --warmup 0 --eval-every 0 " +
+                            "--eval-batches 2 --threads 1 --quiet --out ";
+  int code = 0;
+  std::string out = run_command(train + dir + "/one --steps 6", &code);
+  ASSERT_EQ(code, 0) << out;
+  out = run_command(std::string("timeout 300 ") + kMpiexec + " " + train + dir + "/two --steps 4 --zero1", &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("x 2 ranks (ZeRO-1)"), std::string::npos) << out;
+  size_t headers = 0;  // rank 0 alone prints
+  for (size_t at = out.find("uoe train:"); at != std::string::npos; at = out.find("uoe train:", at + 1)) ++headers;
+  EXPECT_EQ(headers, 1u) << out;
+  out = run_command(train + dir + "/two --steps 6 --resume", &code);  // the ZeRO-1 checkpoint of 2 ranks, at 1
+  ASSERT_EQ(code, 0) << out;
+  const std::vector<double> want = losses(dir + "/one"), got = losses(dir + "/two");
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-5 * want[i]) << "step " << i + 1;
+}
+
+TEST(MpiRun, ARankThatFailsMidStepEndsEveryRank) {
+  SKIP_WITHOUT_MPI();
+  int code = 0;
+  const std::string out =
+      run_command(std::string("timeout 120 ") + kMpiexec + " " + kDistTests + " --fail-on-rank=1", &code);
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(code, 124) << "the ranks hung until the timeout\n" << out;
+  EXPECT_NE(out.find("uoe_dist_tests: rank 1 of 2: injected failure in the backward of step 1"), std::string::npos)
+      << out;
+}
+
+}  // namespace
+}  // namespace uoe
