@@ -149,6 +149,7 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
   LanguageModel model(config);
   model.to(o.device);  // before the optimiser, so its state is created beside the parameters
   model.compute_dtype = o.compute_dtype;
+  model.checkpoint_activations = o.checkpoint_activations;
   std::unique_ptr<Optimizer> opt = make_optimizer(o, model.named_parameters(), comm);
   const int64_t warmup = o.warmup >= 0 ? o.warmup : std::min<int64_t>(100, o.steps / 10);
   const double min_lr = o.min_lr >= 0 ? o.min_lr : o.lr / 10;

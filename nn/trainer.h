@@ -34,6 +34,7 @@ struct TrainOptions {
   std::string out_dir;       // metrics.jsonl and checkpoint/ go here
   Device device = Device::cpu();       // where the model, its gradients and the optimiser state live
   std::optional<DType> compute_dtype;  // mixed precision (e.g. bfloat16) over float32 master weights
+  bool checkpoint_activations = false; // recompute each block in backward instead of keeping its activations
   bool zero1 = false;                  // several ranks: shard the optimiser state across them (ZeRO stage 1)
   int64_t bucket_bytes = int64_t(25) << 20;  // several ranks: size of the gradient all-reduce buckets
 };

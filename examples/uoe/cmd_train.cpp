@@ -28,7 +28,7 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
                {"config", "data", "out", "steps", "batch", "seq", "lr", "min-lr", "warmup", "threads", "seed",
                 "eval-every", "eval-batches", "save-every", "grad-accum", "optimizer", "tokenizer", "minutes", "clip",
                 "weight-decay", "device", "dtype"},
-               {"resume", "quiet", "zero1"});
+               {"resume", "quiet", "zero1", "checkpoint-activations"});
   const bool lead = comm.rank() == 0;
   set_threads(a.integer("threads", 0));
   nn::ModelConfig config = nn::load_model_config(a.str("config", "tiny-uoe"));
@@ -52,6 +52,7 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   o.resume = a.flag("resume");
   o.progress = !a.flag("quiet");
   o.zero1 = a.flag("zero1");
+  o.checkpoint_activations = a.flag("checkpoint-activations");
   o.device = train_device(a.str("device", "cpu"), comm);
   const std::string dtype = a.str("dtype", "f32");
   UOE_CHECK(dtype == "f32" || dtype == "bf16", "--dtype '", dtype, "': expected f32 or bf16 (bf16 compute over float32 master weights)");
