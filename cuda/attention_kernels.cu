@@ -11,6 +11,7 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "cuda/check.h"
+#include "cuda/launch.h"
 #include "cuda/stream.h"
 
 namespace uoe::cuda {
@@ -19,15 +20,6 @@ namespace {
 constexpr int kThreads = 128;  // 4 warps per block
 constexpr int kWarps = kThreads / 32;
 
-struct Ctx {
-  int device;
-  cudaStream_t stream;
-};
-Ctx here(const char* op) {
-  int dev = 0;
-  UOE_CUDA_CHECK(op, cudaGetDevice(&dev));
-  return {dev, current_stream(dev)};
-}
 
 __host__ __device__ __forceinline__ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Rows of a tile of `bm` starting at `start` that lie inside [0, total).
@@ -337,7 +329,7 @@ void check_shape(const AttnShape& s) {
   UOE_CHECK(s.H % s.Hkv == 0, "attention: H=", s.H, " is not a multiple of Hkv=", s.Hkv);
 }
 
-int max_smem_optin(const Ctx& c, const char* op) {
+int max_smem_optin(const LaunchContext& c, const char* op) {
   int v = 0;
   UOE_CUDA_CHECK(op, cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, c.device));
   return v;
@@ -352,7 +344,7 @@ int pick_bm(size_t (*elems)(int, int64_t), int64_t Dh, size_t csize, int max_sme
 }
 
 template <typename Kernel>
-void launch(Kernel kernel, int64_t blocks, size_t smem, const Ctx& c, const char* op, auto&&... args) {
+void launch(Kernel kernel, int64_t blocks, size_t smem, const LaunchContext& c, const char* op, auto&&... args) {
   UOE_CHECK(blocks < (int64_t(1) << 31), "[", op, "] too many thread blocks (", blocks, ")");
   UOE_CUDA_CHECK(op, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   kernel<<<unsigned(blocks), kThreads, smem, c.stream>>>(args...);
@@ -376,7 +368,7 @@ void forward_scalar(const AttnShape& s, const S* q, AttnStrides qs, const S* k, 
   const char* op = "scaled_dot_product_attention";
   check_shape(s);
   if (s.B == 0 || s.T == 0) return;
-  const Ctx c = here(op);
+  const LaunchContext c = launch_context(op);
   if (s.Dh == 0) {
     const int64_t rows = s.B * s.H * s.T;
     attn_empty_lse_kernel<C><<<unsigned(std::min<int64_t>(ceil_div(rows, 256), 1 << 20)), 256, 0, c.stream>>>(
@@ -394,31 +386,10 @@ void forward_scalar(const AttnShape& s, const S* q, AttnStrides qs, const S* k, 
   if (bm == 16) launch(attn_fwd_kernel<S, C, 16>, blocks, smem, c, op, a);
 }
 
-// Device scratch from the library's CUDA allocator, returned when the object dies (stream order kept).
-class DeviceBuffer {
- public:
-  DeviceBuffer(int device, size_t bytes) : alloc_(&allocator_for(Device::cuda(device))), bytes_(bytes) {
-    if (bytes_) ptr_ = alloc_->allocate(bytes_);
-  }
-  ~DeviceBuffer() {
-    if (ptr_) alloc_->deallocate(ptr_, bytes_);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  template <typename T>
-  T* get() const {
-    return static_cast<T*>(ptr_);
-  }
-
- private:
-  Allocator* alloc_;
-  size_t bytes_;
-  void* ptr_ = nullptr;
-};
 
 template <typename S, typename C>
 void launch_dsum(const AttnShape& s, const S* out, AttnStrides os, const S* dout, AttnStrides dos, C* dsum,
-                 const Ctx& c, const char* op) {
+                 const LaunchContext& c, const char* op) {
   const int64_t rows = s.B * s.H * s.T;
   const unsigned blocks = unsigned(std::clamp<int64_t>(ceil_div(rows, 8), 1, int64_t(1) << 20));
   attn_dsum_kernel<S, C><<<blocks, 256, 0, c.stream>>>(s.B, s.H, s.T, s.Dh, out, os, dout, dos, dsum);
@@ -432,7 +403,7 @@ void backward_scalar(const AttnShape& s, const S* q, AttnStrides qs, const S* k,
   const char* op = "scaled_dot_product_attention backward";
   check_shape(s);
   if (s.B == 0 || s.T == 0 || s.Dh == 0) return;  // nothing to write
-  const Ctx c = here(op);
+  const LaunchContext c = launch_context(op);
   const int max_smem = max_smem_optin(c, op);
   const int pref = preferred_bm(sizeof(C));
   const int bkv = pick_bm(kv_smem_elems, s.Dh, sizeof(C), max_smem, pref, op);
@@ -511,7 +482,7 @@ void attention_backward_bf16(const AttnShape& s, const BFloat16* q, AttnStrides 
   check_shape(s);
   if (s.B == 0 || s.T == 0 || s.Dh == 0) return;
   if (attention_bf16_uses_tensor_cores(s, {q, k, v, dout, dq, dk, dv}, {qs, ks, vs, dos, dqs, dks, dvs})) {
-    const Ctx c = here(op);
+    const LaunchContext c = launch_context(op);
     DeviceBuffer dsum(c.device, size_t(s.B * s.H * s.T) * sizeof(float));
     launch_dsum(s, bf(out), os, bf(dout), dos, dsum.get<float>(), c, op);
     return detail::attention_backward_mma(s, bits(q), qs, bits(k), ks, bits(v), vs, lse, dsum.get<float>(),

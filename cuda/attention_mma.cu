@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "cuda/attention_kernels.h"
 #include "cuda/check.h"
+#include "cuda/launch.h"
 #include "cuda/stream.h"
 
 namespace uoe::cuda::detail {
@@ -493,18 +494,9 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_q_mma_kernel(const MmaArgs 
 }
 
 // ---- host side ------------------------------------------------------------------------------------------------
-struct Ctx {
-  int device;
-  cudaStream_t stream;
-};
-Ctx here(const char* op) {
-  int dev = 0;
-  UOE_CUDA_CHECK(op, cudaGetDevice(&dev));
-  return {dev, current_stream(dev)};
-}
 
 template <typename Kernel>
-void launch(Kernel kernel, int64_t blocks, size_t smem, const Ctx& c, const char* op, const MmaArgs& a) {
+void launch(Kernel kernel, int64_t blocks, size_t smem, const LaunchContext& c, const char* op, const MmaArgs& a) {
   UOE_CHECK(blocks < (int64_t(1) << 31), "[", op, "] too many thread blocks (", blocks, ")");
   UOE_CUDA_CHECK(op, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   kernel<<<unsigned(blocks), kThreads, smem, c.stream>>>(a);
@@ -528,7 +520,7 @@ void attention_forward_mma(const AttnShape& s, const uint16_t* q, AttnStrides qs
   const char* op = "scaled_dot_product_attention";
   UOE_CHECK(s.Dh == 64 || s.Dh == 128, "[", op, "] tensor-core path needs head dim 64 or 128, got ", s.Dh);
   if (s.B == 0 || s.T == 0) return;
-  const Ctx c = here(op);
+  const LaunchContext c = launch_context(op);
   MmaArgs a = make_args(s, op);
   a.q = q, a.k = k, a.v = v, a.out = out, a.lse_out = lse, a.qs = qs, a.ks = ks, a.vs = vs, a.os = os;
   const int64_t blocks = a.nqb * s.B * s.H;
@@ -545,7 +537,7 @@ void attention_backward_mma(const AttnShape& s, const uint16_t* q, AttnStrides q
   const char* op = "scaled_dot_product_attention backward";
   UOE_CHECK(s.Dh == 64 || s.Dh == 128, "[", op, "] tensor-core path needs head dim 64 or 128, got ", s.Dh);
   if (s.B == 0 || s.T == 0) return;
-  const Ctx c = here(op);
+  const LaunchContext c = launch_context(op);
   MmaArgs a = make_args(s, op);
   a.q = q, a.k = k, a.v = v, a.dout = dout, a.lse_in = lse, a.dsum = dsum;
   a.qs = qs, a.ks = ks, a.vs = vs, a.dos = dos, a.dqs = dqs, a.dks = dks, a.dvs = dvs;

@@ -11,6 +11,7 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "cuda/check.h"
+#include "cuda/launch.h"
 #include "cuda/gemm.h"
 #include "cuda/stream.h"
 
@@ -19,58 +20,25 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// The current device and the stream this library issues its work to on it.
-struct Ctx {
-  int device;
-  cudaStream_t stream;
-};
-Ctx here(const char* op) {
-  int dev = 0;
-  UOE_CUDA_CHECK(op, cudaGetDevice(&dev));
-  return {dev, current_stream(dev)};
-}
-
 // Blocks for a grid-stride loop over `work` items (at least 1; the loops cover whatever the grid does not).
 unsigned blocks_for(int64_t work, int threads = kThreads) {
   return unsigned(std::clamp<int64_t>((work + threads - 1) / threads, 1, int64_t(1) << 20));
 }
 unsigned row_blocks(int64_t rows) { return unsigned(std::clamp<int64_t>(rows, 1, int64_t(1) << 20)); }
 
-// Device scratch from the library's CUDA allocator, returned when the object dies. Work already issued on the
-// stream keeps the stream order the allocator relies on.
-class DeviceBuffer {
- public:
-  DeviceBuffer(int device, size_t bytes) : alloc_(&allocator_for(Device::cuda(device))), bytes_(bytes) {
-    if (bytes_) ptr_ = alloc_->allocate(bytes_);
-  }
-  ~DeviceBuffer() {
-    if (ptr_) alloc_->deallocate(ptr_, bytes_);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  template <typename T>
-  T* get() const {
-    return static_cast<T*>(ptr_);
-  }
-
- private:
-  Allocator* alloc_;
-  size_t bytes_;
-  void* ptr_ = nullptr;
-};
 
 template <typename T>
-DeviceBuffer buffer(const Ctx& c, int64_t elems) {
+DeviceBuffer buffer(const LaunchContext& c, int64_t elems) {
   return DeviceBuffer(c.device, size_t(std::max<int64_t>(elems, 0)) * sizeof(T));
 }
 
 template <typename T>
-void zero(const Ctx& c, T* p, int64_t elems, const char* op) {
+void zero(const LaunchContext& c, T* p, int64_t elems, const char* op) {
   if (p && elems > 0) UOE_CUDA_CHECK(op, cudaMemsetAsync(p, 0, size_t(elems) * sizeof(T), c.stream));
 }
 // Zeroes `rows` runs of `width` elements, consecutive runs `pitch` elements apart.
 template <typename T>
-void zero_2d(const Ctx& c, T* p, int64_t pitch, int64_t width, int64_t rows, const char* op) {
+void zero_2d(const LaunchContext& c, T* p, int64_t pitch, int64_t width, int64_t rows, const char* op) {
   if (!p || width <= 0 || rows <= 0) return;
   UOE_CUDA_CHECK(op, cudaMemset2DAsync(p, size_t(pitch) * sizeof(T), 0, size_t(width) * sizeof(T), size_t(rows),
                                        c.stream));
@@ -79,7 +47,7 @@ void zero_2d(const Ctx& c, T* p, int64_t pitch, int64_t width, int64_t rows, con
 // C = op(A) op(B) + beta C through cuda::gemm, with the empty cases handled here: M or N == 0 writes nothing;
 // K == 0 gives C = beta C (zeros for beta == 0).
 template <typename T>
-void mm(const Ctx& c, const char* op, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
+void mm(const LaunchContext& c, const char* op, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
         const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   if (K == 0) {
@@ -103,7 +71,7 @@ __global__ void sum_doubles_kernel(const double* v, int64_t n, double* out) {
   }
   if (threadIdx.x == 0) *out = part[0];
 }
-double sum_doubles(const Ctx& c, const double* v, int64_t n, const char* op) {
+double sum_doubles(const LaunchContext& c, const double* v, int64_t n, const char* op) {
   if (n <= 0) return 0.0;
   DeviceBuffer out(c.device, sizeof(double));
   sum_doubles_kernel<<<1, kSumThreads, 0, c.stream>>>(v, n, out.get<double>());
@@ -292,7 +260,7 @@ struct PlanView {
 
 class DevicePlan {
  public:
-  DevicePlan(const Ctx& c, const ExpertShape& s, const ExpertPlan& plan, const char* op)
+  DevicePlan(const LaunchContext& c, const ExpertShape& s, const ExpertPlan& plan, const char* op)
       : buf_(c.device, sizeof(int64_t) * size_t(2 * plan.rows() + s.T * s.K)) {
     const int64_t P = plan.rows(), TK = s.T * s.K;
     host_.resize(size_t(2 * P + TK));
@@ -417,7 +385,7 @@ __global__ void scatter_back_kernel(int64_t T_, int64_t K, int64_t n, int64_t d,
 // Zeroes the weight gradients where no GEMM writes: outside the neuron range [r0, r1) and, entirely, experts
 // without rows (all of it when `all`).
 template <typename T>
-void zero_weight_grads(const Ctx& c, const ExpertShape& s, const ExpertPlan& plan, bool all, T* dwg, T* dwu, T* dwd,
+void zero_weight_grads(const LaunchContext& c, const ExpertShape& s, const ExpertPlan& plan, bool all, T* dwg, T* dwu, T* dwd,
                        const char* op) {
   const int64_t n = s.n, d = s.d, dg = s.dg, D = s.D;
   if (all) {
@@ -449,7 +417,7 @@ template <typename T>
 void route_forward(const RouteSpec& s, const T* scores, int64_t* indices, T* weights, T* probs) {
   const char* op = s.p < 0 ? "topk_route" : "topp_route";
   if (s.T == 0) return;
-  const Ctx c = here(op);
+  const LaunchContext c = launch_context(op);
   route_forward_kernel<T><<<blocks_for(s.T, 128), 128, 0, c.stream>>>(s, scores, indices, weights, probs);
   check_launch(op);
 }
@@ -459,7 +427,7 @@ void route_backward(const RouteSpec& s, const int64_t* indices, const T* weights
                     T* dscores) {
   const char* op = s.p < 0 ? "topk_route backward" : "topp_route backward";
   if (s.T == 0) return;
-  const Ctx c = here(op);
+  const LaunchContext c = launch_context(op);
   route_backward_kernel<T><<<blocks_for(s.T, 128), 128, 0, c.stream>>>(s, indices, weights, probs, dweights, dscores);
   check_launch(op);
 }
@@ -469,7 +437,7 @@ template <typename T>
 void group_l2norm_forward(int64_t rows, int64_t groups, int64_t r, const T* h, T* norm) {
   const int64_t count = rows * groups;
   if (count == 0) return;
-  const Ctx c = here("group_l2norm");
+  const LaunchContext c = launch_context("group_l2norm");
   group_l2norm_forward_kernel<T><<<blocks_for(count), kThreads, 0, c.stream>>>(count, r, h, norm);
   check_launch("group_l2norm");
 }
@@ -478,7 +446,7 @@ template <typename T>
 void group_l2norm_backward(int64_t rows, int64_t groups, int64_t r, const T* h, const T* norm, const T* dnorm, T* dh) {
   const int64_t count = rows * groups * r;
   if (count == 0) return;
-  const Ctx c = here("group_l2norm backward");
+  const LaunchContext c = launch_context("group_l2norm backward");
   group_l2norm_backward_kernel<T><<<blocks_for(count), kThreads, 0, c.stream>>>(count, r, h, norm, dnorm, dh);
   check_launch("group_l2norm backward");
 }
@@ -488,7 +456,7 @@ template <typename T>
 double router_z_loss_forward(int64_t rows, int64_t n, const T* logits, T* lse) {
   const char* op = "router_z_loss";
   if (rows == 0) return 0.0;
-  const Ctx c = here(op);
+  const LaunchContext c = launch_context(op);
   DeviceBuffer sq = buffer<double>(c, rows);
   z_loss_forward_kernel<T><<<blocks_for(rows), kThreads, 0, c.stream>>>(rows, n, logits, lse, sq.get<double>());
   check_launch(op);
@@ -499,7 +467,7 @@ template <typename T>
 void router_z_loss_backward(int64_t rows, int64_t n, const T* logits, const T* lse, double g, T* dlogits) {
   const char* op = "router_z_loss backward";
   if (rows * n == 0) return;
-  const Ctx c = here(op);
+  const LaunchContext c = launch_context(op);
   z_loss_backward_kernel<T><<<blocks_for(rows * n), kThreads, 0, c.stream>>>(rows, n, logits, lse, g, dlogits);
   check_launch(op);
 }
@@ -509,7 +477,7 @@ int64_t count_routed(const int64_t* indices, int64_t pairs, int64_t n, int64_t* 
   const char* op = "load_balance_loss";
   std::vector<int64_t> host(size_t(std::max<int64_t>(pairs, 0)));
   if (pairs > 0) {
-    const Ctx c = here(op);
+    const LaunchContext c = launch_context(op);
     UOE_CUDA_CHECK(op, cudaMemcpyAsync(host.data(), indices, host.size() * sizeof(int64_t), cudaMemcpyDeviceToHost,
                                        c.stream));
     UOE_CUDA_CHECK(op, cudaStreamSynchronize(c.stream));
@@ -521,7 +489,7 @@ template <typename T>
 double load_balance_forward(int64_t rows, int64_t n, const T* probs, const int64_t* counts, int64_t total) {
   const char* op = "load_balance_loss";
   if (rows == 0 || total == 0 || n == 0) return 0.0;
-  const Ctx c = here(op);
+  const LaunchContext c = launch_context(op);
   DeviceBuffer col = buffer<double>(c, n);
   column_sums_kernel<T><<<row_blocks(n), kThreads, 0, c.stream>>>(rows, n, probs, col.get<double>());
   check_launch(op);
@@ -541,7 +509,7 @@ void expert_ffn_forward(const ExpertShape& s, const ExpertPlan& plan, const T* x
   const char* op = "expert_ffn";
   check_plan(s, plan, op);
   if (s.T == 0 || s.d == 0) return;
-  const Ctx c = here(op);
+  const LaunchContext c = launch_context(op);
   const int64_t P = plan.rows(), R = s.r1 - s.r0, d = s.d, dg = s.dg, D = s.D;
   if (P == 0 || R == 0) return zero(c, y, s.T * d, op);  // no pair or no neuron contributes
   const DevicePlan dp(c, s, plan, op);
@@ -578,7 +546,7 @@ void expert_ffn_backward(const ExpertShape& s, const ExpertPlan& plan, const T* 
   const char* op = "expert_ffn backward";
   check_plan(s, plan, op);
   if (!gate) dgate = nullptr;
-  const Ctx c = here(op);
+  const LaunchContext c = launch_context(op);
   const int64_t P = plan.rows(), R = s.r1 - s.r0, d = s.d, dg = s.dg, D = s.D, K = s.K, n = s.n;
   const bool trivial = P == 0 || R == 0;  // every gradient is 0
   zero_weight_grads(c, s, plan, trivial, dwg, dwu, dwd, op);

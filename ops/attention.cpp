@@ -1,6 +1,5 @@
 // scaled_dot_product_attention: fused, tiled causal attention (FlashAttention-style) with its own backward kernel.
 #include <cmath>
-#include <optional>
 
 #include "autograd/node.h"
 #include "core/error.h"
@@ -10,26 +9,10 @@
 #include "ops/ops.h"
 #if UOE_WITH_CUDA
 #include "cuda/attention_kernels.h"
-#include "cuda/stream.h"
 #endif
 
 namespace uoe::ops {
 namespace {
-
-#if UOE_WITH_CUDA
-// While alive: the GPU of `t` is the current CUDA device (kernels and allocations of this op go there); nothing
-// for CPU tensors.
-struct OnDevice {
-  std::optional<cuda::DeviceGuard> guard;
-  explicit OnDevice(const Tensor& t) {
-    if (t.is_cuda()) guard.emplace(t.device().index);
-  }
-};
-#else
-struct OnDevice {
-  explicit OnDevice(const Tensor&) {}
-};
-#endif
 
 // A [B, H, T, Dh] operand with a contiguous head dim, as the kernels take it.
 Tensor head_dim_contiguous(const Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); }

@@ -2,7 +2,6 @@
 #include "ops/moe.h"
 
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "autograd/node.h"
@@ -12,26 +11,10 @@
 #include "ops/op_utils.h"
 #if UOE_WITH_CUDA
 #include "cuda/expert_kernels.h"
-#include "cuda/stream.h"
 #endif
 
 namespace uoe::ops {
 namespace {
-
-#if UOE_WITH_CUDA
-// While alive: the GPU of `t` is the current CUDA device (kernels and allocations of this op go there); nothing
-// for CPU tensors.
-struct OnDevice {
-  std::optional<cuda::DeviceGuard> guard;
-  explicit OnDevice(const Tensor& t) {
-    if (t.is_cuda()) guard.emplace(t.device().index);
-  }
-};
-#else
-struct OnDevice {
-  explicit OnDevice(const Tensor&) {}
-};
-#endif
 
 template <typename T>
 const T* cptr(const Tensor& t) {
