@@ -11,6 +11,7 @@
 #include "cuda/cuda_api.h"
 #include "cuda/gemm.h"
 #include "cuda/stream.h"
+#include "gpu_timing.h"
 
 namespace {
 
@@ -45,24 +46,12 @@ void run_gpu_gemm(benchmark::State& state, Mode mode) {
     const Tensor A[2] = {randn({n, n}, {}, &gen).to(dt).to(gpu), randn({n, n}, {}, &gen).to(dt).to(gpu)};
     const Tensor B[2] = {randn({n, n}, {}, &gen).to(dt).to(gpu), randn({n, n}, {}, &gen).to(dt).to(gpu)};
     const Tensor C = empty({n, n}, TensorOptions{}.with_dtype(dt).with_device(gpu));
-    for (int i = 0; i < 3; ++i) gemm_once(mode, n, A[i % 2], B[i % 2], C);  // handle, heuristic, clocks
-    cuda::synchronize(0, "bench gemm");
-
-    const cudaStream_t stream = cuda::current_stream(0);
-    cuda::Event start(true), stop(true);
-    double total_s = 0;
-    int64_t i = 0;
-    for (auto _ : state) {
-      start.record(stream);
-      gemm_once(mode, n, A[i % 2], B[i % 2], C);
-      stop.record(stream);
-      stop.synchronize();
-      const double s = double(stop.elapsed_ms(start)) * 1e-3;
-      state.SetIterationTime(s);
-      total_s += s;
-      ++i;
-    }
-    cuda::synchronize(0, "bench gemm");
+    int64_t i = 0;  // the two input sets alternate
+    const double total_s =
+        time_with_events(state, [&] {
+          gemm_once(mode, n, A[i % 2], B[i % 2], C);
+          ++i;
+        }, 3);  // handle, heuristic
     const double flops = 2.0 * double(n) * double(n) * double(n) * double(state.iterations());
     state.counters["TFLOP/s"] = total_s > 0 ? flops / total_s * 1e-12 : 0.0;
   } catch (const std::exception& e) {

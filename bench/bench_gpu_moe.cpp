@@ -19,32 +19,13 @@
 #include "cuda/expert_kernels.h"
 #include "cuda/gemm.h"
 #include "cuda/stream.h"
+#include "gpu_timing.h"
 
 namespace {
 
 using namespace uoe;
 
 const Device kGpu = Device::cuda(0);
-
-// Runs `body` once per iteration between two CUDA events (after 2 untimed warm-up calls); returns total seconds.
-double time_loop(benchmark::State& state, const std::function<void()>& body) {
-  for (int i = 0; i < 2; ++i) body();  // module load, cuBLASLt heuristics, clocks
-  cuda::synchronize(0, "bench moe");
-  const cudaStream_t stream = cuda::current_stream(0);
-  cuda::Event start(true), stop(true);
-  double total_s = 0;
-  for (auto _ : state) {
-    start.record(stream);
-    body();
-    stop.record(stream);
-    stop.synchronize();
-    const double s = double(stop.elapsed_ms(start)) * 1e-3;
-    state.SetIterationTime(s);
-    total_s += s;
-  }
-  cuda::synchronize(0, "bench moe");
-  return total_s;
-}
 
 bool have_gpu(benchmark::State& state) {
   if (cuda::is_available()) return true;
@@ -93,7 +74,7 @@ void run_attention(benchmark::State& state, bool backward, AttnDtype dtype) {
                                         dq.data_ptr<float>(), st, dk.data_ptr<float>(), st, dv.data_ptr<float>(), st);
     };
     forward();  // the backward reads out and lse
-    const double seconds = backward ? time_loop(state, grad) : time_loop(state, forward);
+    const double seconds = backward ? time_with_events(state, grad) : time_with_events(state, forward);
     const double fwd_flops = 4.0 * double(B * H) * double(T) * double(T) * double(Dh) / 2.0;
     const double flops = (backward ? 2.5 : 1.0) * fwd_flops * double(state.iterations());
     state.counters["TFLOP/s"] = seconds > 0 ? flops / seconds * 1e-12 : 0.0;
@@ -144,7 +125,7 @@ void BM_GpuExpertFfn(benchmark::State& state) {
     const Tensor y = empty({Tn, d}, o), dx = empty({Tn, d}, o), dw = empty({Tn, K}, o), dwg = empty({n, d, D}, o),
                  dwu = empty({n, d, D}, o), dwd = empty({n, D, d}, o);
     auto f = [](const Tensor& t) { return t.data_ptr<float>(); };
-    const double seconds = time_loop(state, [&] {
+    const double seconds = time_with_events(state, [&] {
       cuda::expert_ffn_forward<float>(s, plan, f(x), nullptr, f(w), f(wg), f(wu), f(wd), f(y));
       cuda::expert_ffn_backward<float>(s, plan, f(x), nullptr, f(w), f(wg), f(wu), f(wd), f(dy), f(dx), f(dw), nullptr,
                                        f(dwg), f(dwu), f(dwd));

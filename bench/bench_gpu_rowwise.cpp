@@ -2,6 +2,8 @@
 // [8192, 4096] / vocab 50304, timed with CUDA events, GB/s beside a device-to-device copy. Skips without a GPU.
 #include <benchmark/benchmark.h>
 
+#include <functional>
+
 #if UOE_WITH_CUDA
 #include <cuda_runtime.h>
 
@@ -12,6 +14,7 @@
 #include "cuda/cuda_api.h"
 #include "cuda/rowwise_kernels.h"
 #include "cuda/stream.h"
+#include "gpu_timing.h"
 
 namespace uoe {
 namespace {
@@ -56,27 +59,12 @@ const Inputs& inputs() {
 
 // Times body() with CUDA events on the current stream (one warm-up call first) and reports GB/s for `bytes`
 // moved per call (each input read once, each output written once).
-template <class F>
-void time_gpu(benchmark::State& state, double bytes, F&& body) {
+void time_gpu(benchmark::State& state, double bytes, const std::function<void()>& body) {
   if (!cuda::is_available()) {
     state.SkipWithError("no CUDA device visible");
     return;
   }
-  const cudaStream_t stream = cuda::current_stream(0);
-  body();
-  cuda::synchronize(0, "bench warm-up");
-  cuda::Event start(true), stop(true);
-  double seconds = 0;
-  for (auto _ : state) {
-    start.record(stream);
-    body();
-    stop.record(stream);
-    stop.synchronize();
-    const double s = double(stop.elapsed_ms(start)) * 1e-3;
-    state.SetIterationTime(s);
-    seconds += s;
-  }
-  cuda::synchronize(0, "bench");
+  const double seconds = time_with_events(state, body, 1);
   if (seconds > 0) state.counters["GB/s"] = bytes * double(state.iterations()) / seconds * 1e-9;
 }
 

@@ -4,14 +4,12 @@
 #if UOE_WITH_CUDA
 #include <benchmark/benchmark.h>
 
-#include <chrono>
-
 #include "core/rng.h"
 #include "cuda/cuda_api.h"
-#include "cuda/stream.h"
 #include "nn/accounting.h"
 #include "nn/optim.h"
 #include "nn/transformer.h"
+#include "gpu_timing.h"
 
 namespace uoe {
 namespace {
@@ -41,14 +39,7 @@ void BM_GpuTrainStep(benchmark::State& state) {
     nn::clip_grad_norm(params, 1.0);
     opt.step(1e-4);
   };
-  step();  // warm-up: allocator pools, cuBLASLt heuristics
-  cuda::synchronize(0, "train step");
-  for (auto _ : state) {
-    const auto t0 = std::chrono::steady_clock::now();
-    step();
-    cuda::synchronize(0, "train step");
-    state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
+  time_with_events(state, step, 1);  // warm-up: allocator pools, cuBLASLt heuristics
   const double tokens = double(B * T), flops = 3 * nn::count_model(c).flops * tokens;
   state.SetLabel(kPresets[state.range(0)]);
   state.counters["tokens/s"] = benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
