@@ -18,12 +18,13 @@ Tensor routing_grad(const Tensor& w, int64_t r) {
 }
 
 // Pulls a gradient arriving at one of the routing activations back to W_gate^R and W_up^R.
-// `pick` chooses the tensor (h or the score source) of a fresh recomputation on copies of the weights.
+// `pick` chooses the tensor (h or the score source) of a fresh recomputation on copies of the routing blocks
+// [n, d, r] alone (routing_activations reads only neurons [0, r)).
 template <typename Pick>
 std::pair<Tensor, Tensor> pull_back(const nn::UoeFfn& layer, const Tensor& grad, Pick pick) {
-  Tensor w_gate = layer.w.gate.detach().clone().requires_grad_();
-  Tensor w_up = layer.w.up.detach().clone().requires_grad_();
   const int64_t r = layer.cfg.routing_neurons;
+  Tensor w_gate = routing_block(layer.w.gate.detach(), r).requires_grad_();
+  Tensor w_up = routing_block(layer.w.up.detach(), r).requires_grad_();
   if (grad.defined()) pick(nn::routing_activations(layer.trace.input, w_gate, w_up, r, layer.cfg.score)).backward(grad);
   return {routing_grad(w_gate, r), routing_grad(w_up, r)};
 }

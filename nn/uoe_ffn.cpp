@@ -38,8 +38,11 @@ UoeFfn::UoeFfn(const ModelConfig& c, double out_std) : cfg(c.ffn) {
 
 Tensor UoeFfn::forward(const Tensor& x) {
   const int64_t d = x.size(1), n = cfg.n_experts, r = cfg.routing_neurons, D = cfg.expert_width;
+  // The expert weights in the compute dtype, cast once (no-ops when they already are)
+  const DType dt = x.dtype();
+  const Tensor w_gate = w.gate.to(dt), w_up = w.up.to(dt), w_down = w.down.to(dt);
   // Dense part, every token, every expert: H = silu(x Ŵ_g^R) ⊙ (x Ŵ_p^R)   [T, n·r]
-  const RoutingActivations act = routing_activations(x, w.gate, w.up, r, cfg.score);
+  const RoutingActivations act = routing_activations(x, w_gate, w_up, r, cfg.score);
   Tensor h = act.h, source = act.source;
   if (vse_grad_hook) {  // separate aliases so each path's gradient is seen on its own
     h = h.view(h.shape());
@@ -49,15 +52,13 @@ Tensor UoeFfn::forward(const Tensor& x) {
     source = source.view(source.shape());
     source.register_hook(score_grad_hook);
   }
-  const DType dt = x.dtype();
-  const Tensor wo_r = w.down.narrow(1, 0, r).reshape({n * r, d}).to(dt);  // Ŵ_o^R [n·r, d]
+  const Tensor wo_r = w_down.narrow(1, 0, r).reshape({n * r, d});  // Ŵ_o^R [n·r, d]
   // Routing score: L2 norm of each expert's r activations (in float32)   [T, n]
   const Tensor s = ops::group_l2norm(source.to(router_dtype(x.dtype())), n);
   const ops::RouteWeights mode = weights_mode(cfg.weights);
   const ops::Route route =
       cfg.routing == "topp" ? ops::topp_route(s, cfg.top_p, n, mode) : ops::topk_route(s, cfg.top_k, mode);
   const Tensor weights = route.weights.to(dt);
-  const Tensor w_gate = w.gate.to(dt), w_up = w.up.to(dt), w_down = w.down.to(dt);
   Tensor y;
   if (cfg.combine == "vse") {
     // y = VSE + Σ_{i∈I} w_i · E_i restricted to neurons [r, D)

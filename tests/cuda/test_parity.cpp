@@ -119,6 +119,11 @@ std::vector<ParityCase> cases() {
   c.push_back({"cat_stack", {{4, 5}, {4, 5}}, [](const Inputs& x) { return ops::cat({x[0], ops::sum(ops::stack({x[0], x[1]}, 0), {0})}, 1); }});
   c.push_back({"split", {{10, 6}}, [](const Inputs& x) { return ops::split(x[0], std::vector<int64_t>{3, 7}, 0)[1] * 2.0; }});
   c.push_back({"dropout_eval", {{10, 6}}, [](const Inputs& x) { return ops::dropout(x[0], 0.3, false); }});
+  // the device Philox draws the CPU's mask bit for bit from the same generator state
+  c.push_back({"dropout_train", {{64, 96}}, [](const Inputs& x) {
+                 Generator gen{42};
+                 return ops::dropout(x[0], 0.3, true, &gen);
+               }});
   c.push_back({"cast_roundtrip", {{10, 6}}, [](const Inputs& x) { return x[0].to(DType::Float16).to(x[0].dtype()) * 3.0; }});
   c.push_back({"permute_contiguous", {{3, 4, 5}}, [](const Inputs& x) { return x[0].permute({2, 0, 1}).contiguous() * 2.0; }});
   // ---- MoE ops
