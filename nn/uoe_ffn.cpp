@@ -56,17 +56,15 @@ Tensor UoeFfn::forward(const Tensor& x) {
   const ops::RouteWeights mode = weights_mode(cfg.weights);
   const ops::Route route =
       cfg.routing == "topp" ? ops::topp_route(s, cfg.top_p, n, mode) : ops::topk_route(s, cfg.top_k, mode);
-  const Tensor weights = route.weights.to(dt);
-  const Tensor w_gate = w.gate.to(dt), w_up = w.up.to(dt), w_down = w.down.to(dt);
   Tensor y;
   if (cfg.combine == "vse") {
     // y = VSE + Σ_{i∈I} w_i · E_i restricted to neurons [r, D)
-    y = ops::matmul(h, wo_r) + ops::expert_ffn(x, route.indices, weights, w_gate, w_up, w_down, r, D);
+    y = ops::matmul(h, wo_r) + run_experts(x, route, dt, w, r, D);
   } else {
     // full_expert: selected experts contribute w_i · E_i(x) over all D neurons; only the
     // unselected experts' routing parts enter with weight 1.
     const Tensor unselected = unselected_mask(route.indices, n, r, x.dtype());  // [T, n·r]
-    y = ops::matmul(h * unselected, wo_r) + ops::expert_ffn(x, route.indices, weights, w_gate, w_up, w_down, 0, D);
+    y = ops::matmul(h * unselected, wo_r) + run_experts(x, route, dt, w, 0, D);
   }
   const Tensor probs = ops::softmax(s, -1);
   stats = routing_stats(probs, route, n);
