@@ -2,6 +2,7 @@
 #include "nn/ffn.h"
 
 #include "autograd/grad_mode.h"
+#include "nn/expert_parallel.h"
 #include "ops/ops.h"
 
 namespace uoe::nn {
@@ -34,6 +35,13 @@ FfnStats routing_stats(const Tensor& probs, const ops::Route& route, int64_t n_e
 
 void Ffn::keep_trace(const Tensor& x, const Tensor& scores, const ops::Route& route) {
   trace = {x.detach(), scores.detach(), {route.indices, route.weights.detach()}};
+}
+
+Tensor Ffn::run_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& w,
+                        int64_t r0, int64_t r1, const Tensor& gate_input) const {
+  if (expert_group && expert_group->size() > 1)
+    return expert_parallel_ffn(*expert_group, x, indices, weights, w.gate, w.up, w.down, r0, r1, gate_input);
+  return ops::expert_ffn(x, indices, weights, w.gate, w.up, w.down, r0, r1, gate_input);
 }
 
 DenseFfn::DenseFfn(int64_t d, int64_t hidden, double out_std) {

@@ -2,6 +2,7 @@
 #pragma once
 #include <memory>
 
+#include "core/communicator.h"
 #include "nn/config.h"
 #include "nn/layers.h"
 #include "ops/moe.h"
@@ -22,15 +23,28 @@ struct RoutingTrace {
   ops::Route route;  // indices [T, K] (-1 = empty slot), weights [T, K]
 };
 
+// Expert weights of n SwiGLU experts: W_gate [n, d_gate, D], W_up [n, d, D], W_down [n, D, d].
+struct ExpertWeights {
+  Tensor gate, up, down;
+  ExpertWeights to(DType dt) const { return {gate.to(dt), up.to(dt), down.to(dt)}; }  // no-op casts are free
+};
+
 class Ffn : public Module {
  public:
   virtual Tensor forward(const Tensor& x) = 0;  // x: [T, d] -> [T, d]; updates `stats` (and `trace`)
   FfnStats stats;
   bool record = false;  // keep `trace` of every forward (expert kinds only)
   RoutingTrace trace;
+  // Expert parallelism (expert kinds): with a group of several ranks, each computes only its share of the experts,
+  // for the tokens of every rank of the group (nn/expert_parallel.h); the routing stays replicated.
+  Communicator* expert_group = nullptr;
 
  protected:
   void keep_trace(const Tensor& x, const Tensor& scores, const ops::Route& route);
+  // ops::expert_ffn, or expert_parallel_ffn across `expert_group`.
+  // indices, weights: [T, K]; w in the compute dtype of x.
+  Tensor run_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& w, int64_t r0,
+                     int64_t r1, const Tensor& gate_input = Tensor()) const;
 };
 
 std::shared_ptr<Ffn> make_ffn(const ModelConfig& c, double out_std);
@@ -46,11 +60,6 @@ class DenseFfn : public Ffn {
   DenseFfn(int64_t d, int64_t hidden, double out_std);
   Tensor forward(const Tensor& x) override;
   std::shared_ptr<SwiGLU> mlp;
-};
-
-// Expert weights of n SwiGLU experts: W_gate [n, d_gate, D], W_up [n, d, D], W_down [n, D, d].
-struct ExpertWeights {
-  Tensor gate, up, down;
 };
 
 ExpertWeights make_experts(Module& m, int64_t n, int64_t d_gate, int64_t d, int64_t D, double out_std);

@@ -29,8 +29,7 @@ Tensor MoeFfn::forward(const Tensor& x) {
   const Tensor logits = ops::matmul(x.to(router_dtype(x.dtype())), router.to(router_dtype(x.dtype())));
   const ops::Route route = ops::topk_route(logits, cfg.top_k, ops::RouteWeights::TopKSoftmax);
   const DType dt = x.dtype();  // expert weights in the compute dtype
-  Tensor y = ops::expert_ffn(x, route.indices, route.weights.to(dt), w.gate.to(dt), w.up.to(dt), w.down.to(dt), 0,
-                             cfg.expert_width);
+  Tensor y = run_experts(x, route.indices, route.weights.to(dt), w.to(dt), 0, cfg.expert_width);
   if (shared) y = y + shared->forward(x);
   const Tensor probs = ops::softmax(logits, -1);
   stats = routing_stats(probs, route, cfg.n_experts);
@@ -54,8 +53,7 @@ Tensor AoeFfn::forward(const Tensor& x) {
   const Tensor c = ops::matmul(x, gate_down.to(dt));                   // [T, n * d_low]
   const Tensor scores = ops::group_l2norm(c.to(router_dtype(x.dtype())), n);    // [T, n]
   const ops::Route route = ops::topk_route(scores, cfg.top_k, weights_mode(cfg.weights));
-  const Tensor y = ops::expert_ffn(x, route.indices, route.weights.to(dt), w.gate.to(dt), w.up.to(dt), w.down.to(dt), 0,
-                                   cfg.expert_width, c.view({T, n, cfg.d_low}));
+  const Tensor y = run_experts(x, route.indices, route.weights.to(dt), w.to(dt), 0, cfg.expert_width, c.view({T, n, cfg.d_low}));
   const Tensor probs = ops::softmax(scores, -1);
   stats = routing_stats(probs, route, n);
   if (cfg.aux_loss > 0) stats.aux_loss = ops::load_balance_loss(probs, route.indices) * cfg.aux_loss;

@@ -40,7 +40,8 @@ Tensor UoeFfn::forward(const Tensor& x) {
   const int64_t d = x.size(1), n = cfg.n_experts, r = cfg.routing_neurons, D = cfg.expert_width;
   // The expert weights in the compute dtype, cast once (no-ops when they already are)
   const DType dt = x.dtype();
-  const Tensor w_gate = w.gate.to(dt), w_up = w.up.to(dt), w_down = w.down.to(dt);
+  const ExpertWeights experts = w.to(dt);
+  const Tensor &w_gate = experts.gate, &w_up = experts.up, &w_down = experts.down;
   // Dense part, every token, every expert: H = silu(x Ŵ_g^R) ⊙ (x Ŵ_p^R)   [T, n·r]
   const RoutingActivations act = routing_activations(x, w_gate, w_up, r, cfg.score);
   Tensor h = act.h, source = act.source;
@@ -62,12 +63,12 @@ Tensor UoeFfn::forward(const Tensor& x) {
   Tensor y;
   if (cfg.combine == "vse") {
     // y = VSE + Σ_{i∈I} w_i · E_i restricted to neurons [r, D)
-    y = ops::matmul(h, wo_r) + ops::expert_ffn(x, route.indices, weights, w_gate, w_up, w_down, r, D);
+    y = ops::matmul(h, wo_r) + run_experts(x, route.indices, weights, experts, r, D);
   } else {
     // full_expert: selected experts contribute w_i · E_i(x) over all D neurons; only the
     // unselected experts' routing parts enter with weight 1.
     const Tensor unselected = unselected_mask(route.indices, n, r, x.dtype());  // [T, n·r]
-    y = ops::matmul(h * unselected, wo_r) + ops::expert_ffn(x, route.indices, weights, w_gate, w_up, w_down, 0, D);
+    y = ops::matmul(h * unselected, wo_r) + run_experts(x, route.indices, weights, experts, 0, D);
   }
   const Tensor probs = ops::softmax(s, -1);
   stats = routing_stats(probs, route, n);
