@@ -52,6 +52,11 @@ void LocalCommunicator::broadcast(const Tensor& t, int root) {
   collective::check_root(*this, "broadcast", root);
 }
 
+std::unique_ptr<Communicator> LocalCommunicator::split(int color, int) {
+  UOE_CHECK(color >= 0, collective::where(*this, "split"), "the color must be >= 0, got ", color);
+  return std::make_unique<LocalCommunicator>();
+}
+
 void Communicator::abort(int exit_code) {
   std::fflush(nullptr);
   abort_all(exit_code);

@@ -52,6 +52,9 @@ class Communicator {
   virtual void broadcast(const Tensor& t, int root) = 0;
   // Returns once every rank has entered it.
   virtual void barrier() = 0;
+  // Collective: a new communicator of the ranks that passed the same `color` (>= 0), ranked by `key`, then by
+  // rank here. Used for groups inside the world, e.g. the ranks that share their experts (expert parallelism).
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
   // Terminates every process of the run at once with `exit_code` (no cleanup, no destructors).
   [[noreturn]] void abort(int exit_code);
 
@@ -74,6 +77,7 @@ class LocalCommunicator final : public Communicator {
                   const std::vector<int64_t>& recv_rows) override;
   void broadcast(const Tensor& t, int root) override;
   void barrier() override {}
+  std::unique_ptr<Communicator> split(int color, int key) override;
 
  protected:
   void abort_all(int) override {}

@@ -102,14 +102,12 @@ class MpiCommunicator final : public Communicator {
                 " but uoe needs MPI_THREAD_FUNNELED (its OpenMP threads never call MPI)");
     }
     MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
-    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);  // errors become uoe::Error naming the op and rank
-    MPI_Comm_rank(comm_, &rank_);
-    MPI_Comm_size(comm_, &size_);
-    MPI_Comm node;
-    check_mpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), where(*this, "world"),
-              "MPI_Comm_split_type");
-    MPI_Comm_rank(node, &local_rank_);
-    MPI_Comm_free(&node);
+    join();
+  }
+  // The ranks of `parent` that passed the same color (MPI_Comm_split). MPI must outlive it.
+  MpiCommunicator(MPI_Comm parent, int color, int key, const std::string& what) {
+    check_mpi(MPI_Comm_split(parent, color, key, &comm_), what, "MPI_Comm_split");
+    join();
   }
   ~MpiCommunicator() override {
     MPI_Comm_free(&comm_);
@@ -119,6 +117,12 @@ class MpiCommunicator final : public Communicator {
   }
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    const std::string what = where(*this, "split");
+    UOE_CHECK(color >= 0, what, "the color must be >= 0, got ", color);
+    return std::make_unique<MpiCommunicator>(comm_, color, key, what);
+  }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -200,6 +204,18 @@ class MpiCommunicator final : public Communicator {
   void abort_all(int exit_code) override { MPI_Abort(MPI_COMM_WORLD, exit_code); }
 
  private:
+  // Rank, size and node-local rank of comm_; its errors are returned, not fatal.
+  void join() {
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);  // errors become uoe::Error naming the op and rank
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    MPI_Comm node;
+    check_mpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), where(*this, "world"),
+              "MPI_Comm_split_type");
+    MPI_Comm_rank(node, &local_rank_);
+    MPI_Comm_free(&node);
+  }
+
   MPI_Datatype reduction_input(const char* name, const Tensor& t) {
     collective::check_tensor(*this, name, t);
     check_cpu(*this, name, t);

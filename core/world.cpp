@@ -23,7 +23,7 @@ const char* launcher_variable() {
 // device of that first tensor: one GPU per rank).
 class WorldCommunicator final : public Communicator {
  public:
-  WorldCommunicator() : host_(make_mpi_communicator()) {}
+  explicit WorldCommunicator(std::unique_ptr<Communicator> host) : host_(std::move(host)) {}
   int rank() const override { return host_->rank(); }
   int size() const override { return host_->size(); }
   int local_rank() const override { return host_->local_rank(); }
@@ -43,6 +43,10 @@ class WorldCommunicator final : public Communicator {
   }
   void broadcast(const Tensor& t, int root) override { on(t, "broadcast").broadcast(t, root); }
   void barrier() override { host_->barrier(); }
+  // The group's MPI communicator, and its own NCCL communicator once it meets a CUDA tensor.
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    return std::make_unique<WorldCommunicator>(host_->split(color, key));
+  }
 
  protected:
   void abort_all(int exit_code) override { host_->abort(exit_code); }
@@ -74,7 +78,7 @@ std::unique_ptr<Communicator> make_world() {
   const char* launched = launcher_variable();
   if (!launched) return std::make_unique<LocalCommunicator>();
 #if UOE_WITH_MPI
-  return std::make_unique<WorldCommunicator>();
+  return std::make_unique<WorldCommunicator>(make_mpi_communicator());
 #else
   const char* size = std::getenv("OMPI_COMM_WORLD_SIZE") ? std::getenv("OMPI_COMM_WORLD_SIZE") : std::getenv("PMI_SIZE");
   if (size && std::string(size) == "1") return std::make_unique<LocalCommunicator>();

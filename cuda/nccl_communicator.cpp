@@ -95,6 +95,10 @@ class NcclCommunicator final : public Communicator {
     (void)ncclCommDestroy(comm_);
     (void)cudaStreamDestroy(async_stream_);
   }
+  // A communicator that owns its bootstrap (a group split from another): NCCL over the group's ranks.
+  NcclCommunicator(std::unique_ptr<Communicator> bootstrap, int device) : NcclCommunicator(*bootstrap, device) {
+    owned_bootstrap_ = std::move(bootstrap);
+  }
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
@@ -199,6 +203,10 @@ class NcclCommunicator final : public Communicator {
     bootstrap_.barrier();
   }
 
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    return std::make_unique<NcclCommunicator>(bootstrap_.split(color, key), device_);
+  }
+
 
  protected:
   void abort_all(int exit_code) override {
@@ -221,6 +229,7 @@ class NcclCommunicator final : public Communicator {
   }
 
   Communicator& bootstrap_;
+  std::unique_ptr<Communicator> owned_bootstrap_;  // set when this communicator was split from another
   int rank_, size_, device_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t async_stream_ = nullptr;

@@ -105,6 +105,22 @@ std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, const NamedTens
 // This rank's rows of a batch tensor ([B, T] -> [count, T]).
 Tensor rows_of(const Tensor& t, const RowRange& rows) { return t.narrow(0, rows.begin, rows.count).contiguous(); }
 
+void check_expert_parallel(const ModelConfig& c, const TrainOptions& o, const Communicator& comm) {
+  const int64_t ep = o.expert_parallel;
+  UOE_CHECK(ep >= 1, "[train] --expert-parallel must be >= 1, got ", ep);
+  if (ep == 1) return;
+  UOE_CHECK(c.ffn.kind != FfnKind::Dense, "[train] --expert-parallel ", ep, ": ", c.name,
+            " has a dense FFN, no experts to split (use an moe, aoe or uoe config)");
+  UOE_CHECK(comm.size() % ep == 0, "[train] --expert-parallel ", ep, " must divide the ", comm.size(),
+            " ranks (groups of ", ep, " consecutive ranks share the experts)");
+  UOE_CHECK(c.ffn.n_experts % ep == 0, "[train] --expert-parallel ", ep, " must divide the ", c.ffn.n_experts,
+            " experts of ", c.name);
+  // Each expert's gradient sums the losses of its group's ranks before data parallelism weights it by this rank's
+  // share of the batch: the shares must be equal.
+  UOE_CHECK(o.batch % comm.size() == 0, "[train] --expert-parallel needs the batch (", o.batch,
+            " rows) to split evenly across the ", comm.size(), " ranks");
+}
+
 }  // namespace
 
 double evaluate(LanguageModel& model, const TokenDataset& data, int64_t batch, int64_t seq, int64_t max_batches,
@@ -114,13 +130,18 @@ double evaluate(LanguageModel& model, const TokenDataset& data, int64_t batch, i
   model.eval();
   double total = 0;
   int64_t tokens = 0;
-  const std::vector<Batch> batches = data.val_batches(batch, seq, max_batches);
-  for (size_t i = size_t(comm.rank()); i < batches.size(); i += size_t(comm.size())) {
-    const Batch& b = batches[i];
-    const Device device = model.embed->weight.device();
-    model.loss(b.x.to(device), b.y.to(device));
-    total += model.last_ce.item<double>() * double(b.x.numel());
-    tokens += b.x.numel();
+  const Device device = model.embed->weight.device();
+  for (const Batch& b : data.val_batches(batch, seq, max_batches)) {
+    // Every rank runs every batch (on its rows), so that expert-parallel ranks meet in the same exchanges. A rank
+    // left without rows by a short last batch runs one row it does not count.
+    RowRange rows = rank_rows(b.x.size(0), comm.rank(), comm.size());
+    const bool idle = rows.count == 0;
+    if (idle) rows = {0, 1};
+    const Tensor x = rows_of(b.x, rows);
+    model.loss(x.to(device), rows_of(b.y, rows).to(device));
+    if (idle) continue;
+    total += model.last_ce.item<double>() * double(x.numel());
+    tokens += x.numel();
   }
   model.train(was_training);
   const Tensor sums = from_vector<double>({total, double(tokens)}, {2});
@@ -138,6 +159,7 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
   UOE_CHECK(o.seq <= config.context, "[train] --seq ", o.seq, " exceeds the model context ", config.context);
   UOE_CHECK(tokenizer.vocab_size() <= config.vocab_size, "[train] the tokenizer has ", tokenizer.vocab_size(),
             " ids but the model's vocab_size is ", config.vocab_size);
+  check_expert_parallel(config, o, comm);
   const bool lead = comm.rank() == 0;  // the rank that writes metrics, progress and checkpoints
   const std::string ckpt_dir = o.out_dir + "/checkpoint", metrics_path = o.out_dir + "/metrics.jsonl";
   if (lead) {
@@ -150,6 +172,12 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
   model.to(o.device);  // before the optimiser, so its state is created beside the parameters
   model.compute_dtype = o.compute_dtype;
   model.checkpoint_activations = o.checkpoint_activations;
+  // Expert parallel: groups of o.expert_parallel consecutive ranks share out the experts of every layer.
+  std::unique_ptr<Communicator> expert_group;
+  if (o.expert_parallel > 1) {
+    expert_group = comm.split(comm.rank() / int(o.expert_parallel), comm.rank());
+    for (const std::shared_ptr<Block>& block : model.blocks) block->ffn->expert_group = expert_group.get();
+  }
   std::unique_ptr<Optimizer> opt = make_optimizer(o, model.named_parameters(), comm);
   const int64_t warmup = o.warmup >= 0 ? o.warmup : std::min<int64_t>(100, o.steps / 10);
   const double min_lr = o.min_lr >= 0 ? o.min_lr : o.lr / 10;

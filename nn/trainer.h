@@ -36,6 +36,7 @@ struct TrainOptions {
   std::optional<DType> compute_dtype;  // mixed precision (e.g. bfloat16) over float32 master weights
   bool checkpoint_activations = false; // recompute each block in backward instead of keeping its activations
   bool zero1 = false;                  // several ranks: shard the optimiser state across them (ZeRO stage 1)
+  int64_t expert_parallel = 1;         // > 1: groups of this many ranks split every layer's experts among them
   int64_t bucket_bytes = int64_t(25) << 20;  // several ranks: size of the gradient all-reduce buckets
 };
 
@@ -54,7 +55,7 @@ struct TrainResult {
 };
 
 // Mean next-token cross-entropy (nats/token) over up to max_batches validation batches; with several ranks each
-// evaluates every size-th batch and the result is the mean over all of them.
+// evaluates its rows (rank_rows) of every batch and the result is the mean over all of them.
 double evaluate(LanguageModel& model, const TokenDataset& data, int64_t batch, int64_t seq, int64_t max_batches,
                 Communicator& comm = world());
 
@@ -63,6 +64,8 @@ double evaluate(LanguageModel& model, const TokenDataset& data, int64_t batch, i
 // model, rank r computes rows rank_rows(batch, r, size) of each batch the one-process run draws, gradients are
 // averaged over the global batch (nn/data_parallel.h) and, with zero1, the optimiser state is sharded
 // (nn/zero_optimizer.h). So N ranks follow the one-process run with the same --batch, to float32 rounding.
+// With expert_parallel = E > 1, each group of E consecutive ranks also splits every layer's experts: a rank
+// computes its n/E experts for the tokens of the whole group (nn/expert_parallel.h), the rest stays as above.
 // Losses are global means; rank 0 alone writes metrics.jsonl, the progress bar and checkpoints (whose optimiser
 // state is always whole: a run saved at N ranks resumes at any M). Every rank stops at the same step when any
 // of them gets SIGINT/SIGTERM or runs out of time.

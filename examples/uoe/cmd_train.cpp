@@ -27,7 +27,7 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   const Args a("train", argv,
                {"config", "data", "out", "steps", "batch", "seq", "lr", "min-lr", "warmup", "threads", "seed",
                 "eval-every", "eval-batches", "save-every", "grad-accum", "optimizer", "tokenizer", "minutes", "clip",
-                "weight-decay", "device", "dtype"},
+                "weight-decay", "device", "dtype", "expert-parallel"},
                {"resume", "quiet", "zero1", "checkpoint-activations"});
   const bool lead = comm.rank() == 0;
   set_threads(a.integer("threads", 0));
@@ -53,6 +53,7 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   o.progress = !a.flag("quiet");
   o.zero1 = a.flag("zero1");
   o.checkpoint_activations = a.flag("checkpoint-activations");
+  o.expert_parallel = a.integer("expert-parallel", 1);
   o.device = train_device(a.str("device", "cpu"), comm);
   const std::string dtype = a.str("dtype", "f32");
   UOE_CHECK(dtype == "f32" || dtype == "bf16", "--dtype '", dtype, "': expected f32 or bf16 (bf16 compute over float32 master weights)");
@@ -79,8 +80,12 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   comm.barrier();
   if (!lead) tokens = std::make_shared<nn::TokenFile>(is_token_file(data) ? data : token_cache);
   const nn::TokenDataset dataset(tokens);
-  const std::string ranks =
-      comm.size() > 1 ? " x " + std::to_string(comm.size()) + " ranks" + (o.zero1 ? " (ZeRO-1)" : "") : "";
+  std::string ranks;
+  if (comm.size() > 1) {
+    ranks = " x " + std::to_string(comm.size()) + " ranks";
+    if (o.zero1) ranks += " (ZeRO-1)";
+    if (o.expert_parallel > 1) ranks += " (experts split across groups of " + std::to_string(o.expert_parallel) + ")";
+  }
   if (lead)
     std::printf("uoe train: %s (%s FFN) on %s (%s)%s, %ld train / %ld val tokens, batch %ld x %ld, %ld steps -> %s\n",
                 config.name.c_str(), nn::ffn_kind_name(config.ffn.kind), o.device.str().c_str(), dtype.c_str(),

@@ -70,6 +70,7 @@ class CountingCommunicator final : public Communicator {
   }
   void broadcast(const Tensor& t, int root) override { local_.broadcast(t, root); }
   void barrier() override {}
+  std::unique_ptr<Communicator> split(int color, int key) override { return local_.split(color, key); }
 
  protected:
   void abort_all(int) override {}

@@ -56,6 +56,14 @@ TEST(LocalCommunicator, BadArgumentsNameTheOpAndTheRank) {
   EXPECT_THROW(c.all_gather(scalar_tensor(1.0), zeros({1})), Error);
 }
 
+TEST(LocalCommunicator, SplitGivesAGroupOfOne) {
+  LocalCommunicator c;
+  const std::unique_ptr<Communicator> group = c.split(3, 7);
+  EXPECT_EQ(group->size(), 1);
+  EXPECT_EQ(group->rank(), 0);
+  EXPECT_THROW(c.split(-1, 0), Error);
+}
+
 TEST(LocalCommunicator, RunOrAbortPropagatesWithOneRank) {
   LocalCommunicator c;
   EXPECT_EQ(run_or_abort(c, "test", [] { return 7; }), 7);

@@ -100,6 +100,29 @@ TEST(Collectives, BroadcastFromTheLastRankAndBarrier) {
   c.barrier();
 }
 
+TEST(Collectives, SplitMakesGroupsRankedByKey) {
+  Communicator& c = world();
+  const int r = c.rank(), n = c.size();
+  // Every rank alone: a group of one whose all_reduce leaves the value as it is.
+  const std::unique_ptr<Communicator> alone = c.split(r, 0);
+  EXPECT_EQ(alone->size(), 1);
+  EXPECT_EQ(alone->rank(), 0);
+  const Tensor own = full({2}, double(r + 1));
+  alone->all_reduce(own);
+  EXPECT_EQ(floats(own), std::vector<float>(2, float(r + 1)));
+  // Every rank together, ranked in reverse: the last world rank is rank 0 of the group.
+  const std::unique_ptr<Communicator> reversed = c.split(0, n - r);
+  EXPECT_EQ(reversed->size(), n);
+  EXPECT_EQ(reversed->rank(), n - 1 - r);
+  const Tensor sum = full({3}, double(r));
+  reversed->all_reduce(sum);
+  EXPECT_EQ(floats(sum), std::vector<float>(3, float(n * (n - 1) / 2)));
+  const Tensor from_root = full({1}, double(r));
+  reversed->broadcast(from_root, 0);
+  EXPECT_EQ(floats(from_root), std::vector<float>{float(n - 1)});
+  EXPECT_THROW(c.split(-1, 0), Error);  // on every rank alike: no rank is left waiting
+}
+
 TEST(Collectives, ErrorsNameTheOpAndTheRank) {
   Communicator& c = world();
   const std::string rank = "rank " + std::to_string(c.rank()) + " of " + std::to_string(c.size());

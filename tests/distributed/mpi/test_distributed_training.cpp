@@ -14,7 +14,7 @@
 namespace uoe::nn {
 namespace {
 
-TrainOptions options(const std::string& out, int64_t steps, bool zero1) {
+TrainOptions options(const std::string& out, int64_t steps, bool zero1, int64_t expert_parallel = 1) {
   TrainOptions o;
   o.steps = steps;
   o.batch = 4;
@@ -27,6 +27,7 @@ TrainOptions options(const std::string& out, int64_t steps, bool zero1) {
   o.progress = false;
   o.out_dir = out;
   o.zero1 = zero1;
+  o.expert_parallel = expert_parallel;
   o.bucket_bytes = 4096;
   return o;
 }
@@ -82,6 +83,44 @@ TEST(DistributedTraining, DataParallelMatchesOneProcessWithTheSameBatch) {
     for (const auto& [name, t] : b.optimizer) EXPECT_EQ(a.optimizer.at(name).shape(), t.shape()) << name;
   }
   world().barrier();
+}
+
+TEST(DistributedTraining, ExpertParallelMatchesOneProcessForEveryExpertKind) {
+  const Fixture f = setup("ep_train");
+  for (FfnKind kind : {FfnKind::MoE, FfnKind::AoE, FfnKind::UoE})
+    for (bool zero1 : {false, true}) {
+      const ModelConfig config = test::micro_config(kind);
+      const std::string name = std::string(ffn_kind_name(kind)) + (zero1 ? "_zero" : "");
+      const TrainResult r = train(config, options(f.dir + "/ep_" + name, 6, zero1, 2), *f.data, *f.tok);
+      EXPECT_EQ(r.steps, 6);
+      if (world().rank() == 0) {
+        LocalCommunicator one;
+        train(config, options(f.dir + "/single_" + name, 6, false), *f.data, *f.tok, one);
+        expect_close_losses(metrics(f.dir + "/ep_" + name), metrics(f.dir + "/single_" + name), 2e-5);
+      }
+      world().barrier();
+    }
+}
+
+TEST(DistributedTraining, ExpertParallelRejectsWhatItCannotSplit) {
+  const Fixture f = setup("ep_errors");
+  auto message = [&](const ModelConfig& c, TrainOptions o) {
+    try {
+      train(c, o, *f.data, *f.tok);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  TrainOptions o = options(f.dir + "/bad", 1, false, 2);
+  EXPECT_NE(message(test::micro_config(FfnKind::Dense), o).find("has a dense FFN"), std::string::npos);
+  o.expert_parallel = 3;
+  EXPECT_NE(message(test::micro_config(FfnKind::UoE), o).find("--expert-parallel 3 must divide the 2 ranks"),
+            std::string::npos);
+  o.expert_parallel = 2;
+  o.batch = 5;
+  EXPECT_NE(message(test::micro_config(FfnKind::MoE), o).find("to split evenly across the 2 ranks"),
+            std::string::npos);
 }
 
 TEST(DistributedTraining, ZeroCheckpointResumesAtTheSameAndAtOneRank) {
