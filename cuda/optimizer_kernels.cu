@@ -1,6 +1,7 @@
 // Fused optimiser updates on the GPU: AdamW and SGD per tensor, and AdamW over many tensors per launch.
 // Arithmetic is spelled with round-to-nearest intrinsics (no FMA contraction), so that the per-tensor and the
-// multi-tensor kernels give identical bits and match the CPU kernel's operation order.
+// multi-tensor kernels give identical bits and match the CPU kernel's operation order. bfloat16 parameters are
+// loaded into float32 and stored back with the CPU's stochastic rounding (same noise, same bits).
 #include "cuda/optimizer_kernels.h"
 
 #include <cuda_runtime.h>
@@ -9,6 +10,7 @@
 #include <cstdint>
 
 #include "core/error.h"
+#include "core/stochastic_round.h"
 #include "cuda/check.h"
 #include "cuda/stream.h"
 
@@ -32,42 +34,64 @@ AdamWConsts consts_of(const AdamWStep& s) {
           1.0f / s.bias_correction2};
 }
 
+// A parameter element in float32 arithmetic, and back into its storage: float32, or bfloat16 bits (uint16_t),
+// element `index` of its parameter.
+__device__ __forceinline__ float load(float x) { return x; }
+__device__ __forceinline__ float load(uint16_t bits) { return __uint_as_float(uint32_t(bits) << 16); }
+__device__ __forceinline__ void store(float& dst, float x, uint64_t, uint32_t) { dst = x; }
+__device__ __forceinline__ void store(uint16_t& dst, float x, uint64_t index, uint32_t step) {
+  const uint32_t bits = __float_as_uint(x);
+  dst = bf16_round_stochastic(bits, rounding_noise(index, step, bits));
+}
+
+const uint16_t* bits_of(const BFloat16* p) { return reinterpret_cast<const uint16_t*>(p); }
+uint16_t* bits_of(BFloat16* p) { return reinterpret_cast<uint16_t*>(p); }
+
 float decay_of(float lr, float weight_decay) { return 1.0f - lr * weight_decay; }
 
 // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g g; p = p decay - step m / (sqrt(v / bc2) + eps)
-__device__ __forceinline__ void adamw_one(float* p, const float* g, float* m, float* v, int64_t i, float decay,
-                                          const AdamWConsts& c) {
-  const float gi = g[i];
+template <class P>
+__device__ __forceinline__ void adamw_one(P* p, const P* g, float* m, float* v, int64_t i, float decay,
+                                          const AdamWConsts& c, RoundingKey key) {
+  const float gi = load(g[i]);
   const float mi = __fadd_rn(__fmul_rn(c.beta1, m[i]), __fmul_rn(c.one_minus_beta1, gi));
   const float vi = __fadd_rn(__fmul_rn(c.beta2, v[i]), __fmul_rn(__fmul_rn(c.one_minus_beta2, gi), gi));
   m[i] = mi;
   v[i] = vi;
   const float denom = __fadd_rn(__fsqrt_rn(__fmul_rn(vi, c.inv_bc2)), c.eps);
-  p[i] = __fsub_rn(__fmul_rn(p[i], decay), __fdiv_rn(__fmul_rn(c.step, mi), denom));
+  store(p[i], __fsub_rn(__fmul_rn(load(p[i]), decay), __fdiv_rn(__fmul_rn(c.step, mi), denom)),
+        uint64_t(key.first_index + i), key.step);
 }
 
-__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, float decay, AdamWConsts c) {
+template <class P>
+__global__ void adamw_kernel(P* p, const P* g, float* m, float* v, int64_t n, float decay, AdamWConsts c,
+                             RoundingKey key) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    adamw_one(p, g, m, v, i, decay, c);
+    adamw_one(p, g, m, v, i, decay, c, key);
 }
 
 // v = momentum v + g + wd p; p = p - lr v
-__global__ void sgd_kernel(float* p, const float* g, float* v, int64_t n, float lr, float momentum, float wd) {
+template <class P>
+__global__ void sgd_kernel(P* p, const P* g, float* v, int64_t n, float lr, float momentum, float wd,
+                           RoundingKey key) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const float vi = __fadd_rn(__fadd_rn(__fmul_rn(momentum, v[i]), g[i]), __fmul_rn(wd, p[i]));
+    const float pi = load(p[i]);
+    const float vi = __fadd_rn(__fadd_rn(__fmul_rn(momentum, v[i]), load(g[i])), __fmul_rn(wd, pi));
     v[i] = vi;
-    p[i] = __fsub_rn(p[i], __fmul_rn(lr, vi));
+    store(p[i], __fsub_rn(pi, __fmul_rn(lr, vi)), uint64_t(key.first_index + i), key.step);
   }
 }
 
 // The tensors of one launch and, per block, which tensor and which chunk of it the block updates.
 struct MultiArgs {
-  float* p[kMaxTensors];
-  const float* g[kMaxTensors];
+  void* p[kMaxTensors];
+  const void* g[kMaxTensors];
+  bool bf16[kMaxTensors];
   float* m[kMaxTensors];
   float* v[kMaxTensors];
   int64_t n[kMaxTensors];
   float decay[kMaxTensors];
+  RoundingKey key[kMaxTensors];
   int32_t chunk[kMaxBlocks];
   uint8_t tensor[kMaxBlocks];
 };
@@ -77,8 +101,15 @@ __global__ void adamw_multi_kernel(MultiArgs args, AdamWConsts c) {
   const int t = args.tensor[blockIdx.x];
   const int64_t begin = int64_t(args.chunk[blockIdx.x]) * kChunk;
   const int64_t end = min(args.n[t], begin + kChunk);
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
-    adamw_one(args.p[t], args.g[t], args.m[t], args.v[t], i, args.decay[t], c);
+  if (args.bf16[t]) {  // the same branch for the whole block
+    uint16_t* p = static_cast<uint16_t*>(args.p[t]);
+    const uint16_t* g = static_cast<const uint16_t*>(args.g[t]);
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) adamw_one(p, g, args.m[t], args.v[t], i, args.decay[t], c, args.key[t]);
+  } else {
+    float* p = static_cast<float*>(args.p[t]);
+    const float* g = static_cast<const float*>(args.g[t]);
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) adamw_one(p, g, args.m[t], args.v[t], i, args.decay[t], c, args.key[t]);
+  }
 }
 
 int blocks_for(int64_t n) { return int(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)); }
@@ -89,20 +120,40 @@ cudaStream_t stream_of_current_device() {
   return current_stream(device);
 }
 
-}  // namespace
 
-void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& s) {
+template <class P>
+void adamw(P* p, const P* g, float* m, float* v, int64_t n, const AdamWStep& s, RoundingKey key) {
   if (n <= 0) return;
   adamw_kernel<<<blocks_for(n), kThreads, 0, stream_of_current_device()>>>(p, g, m, v, n,
                                                                            decay_of(s.lr, s.weight_decay),
-                                                                           consts_of(s));
+                                                                           consts_of(s), key);
   check_launch(kOp);
 }
 
-void sgd_update(float* p, const float* g, float* v, int64_t n, float lr, float momentum, float weight_decay) {
+template <class P>
+void sgd(P* p, const P* g, float* v, int64_t n, float lr, float momentum, float weight_decay, RoundingKey key) {
   if (n <= 0) return;
-  sgd_kernel<<<blocks_for(n), kThreads, 0, stream_of_current_device()>>>(p, g, v, n, lr, momentum, weight_decay);
+  sgd_kernel<<<blocks_for(n), kThreads, 0, stream_of_current_device()>>>(p, g, v, n, lr, momentum, weight_decay,
+                                                                         key);
   check_launch(kOp);
+}
+
+}  // namespace
+
+void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& s, RoundingKey key) {
+  adamw(p, g, m, v, n, s, key);
+}
+void adamw_update(BFloat16* p, const BFloat16* g, float* m, float* v, int64_t n, const AdamWStep& s,
+                  RoundingKey key) {
+  adamw(bits_of(p), bits_of(g), m, v, n, s, key);
+}
+void sgd_update(float* p, const float* g, float* v, int64_t n, float lr, float momentum, float weight_decay,
+                RoundingKey key) {
+  sgd(p, g, v, n, lr, momentum, weight_decay, key);
+}
+void sgd_update(BFloat16* p, const BFloat16* g, float* v, int64_t n, float lr, float momentum, float weight_decay,
+                RoundingKey key) {
+  sgd(bits_of(p), bits_of(g), v, n, lr, momentum, weight_decay, key);
 }
 
 void adamw_update_multi(const std::vector<AdamWTensor>& tensors, const AdamWStep& s) {
@@ -121,10 +172,12 @@ void adamw_update_multi(const std::vector<AdamWTensor>& tensors, const AdamWStep
     UOE_CHECK(chunks <= INT32_MAX, "[", kOp, "] tensor of ", t.n, " elements is too large");
     args.p[nt] = t.p;
     args.g[nt] = t.g;
+    args.bf16[nt] = t.bf16;
     args.m[nt] = t.m;
     args.v[nt] = t.v;
     args.n[nt] = t.n;
     args.decay[nt] = decay_of(s.lr, t.weight_decay);
+    args.key[nt] = t.key;
     ++nt;
     for (int64_t ch = 0; ch < chunks; ++ch) {
       args.tensor[nb] = uint8_t(nt - 1);
@@ -139,10 +192,12 @@ void adamw_update_multi(const std::vector<AdamWTensor>& tensors, const AdamWStep
           // The tensor continues in the next launch, as its slot 0.
           args.p[0] = args.p[nt - 1];
           args.g[0] = args.g[nt - 1];
+          args.bf16[0] = args.bf16[nt - 1];
           args.m[0] = args.m[nt - 1];
           args.v[0] = args.v[nt - 1];
           args.n[0] = args.n[nt - 1];
           args.decay[0] = args.decay[nt - 1];
+          args.key[0] = args.key[nt - 1];
           nt = 1;
         }
       }

@@ -34,12 +34,37 @@ int64_t load_step(const std::map<std::string, Tensor>& state) {
 }
 
 void check_update(const Tensor& p, const Tensor& g, const std::string& name) {
-  UOE_CHECK(p.dtype() == DType::Float32 && p.is_contiguous(), "[optimizer] parameter '", name,
-            "' must be a contiguous float32 tensor, got ", dtype_name(p.dtype()), shape_str(p.shape()));
+  UOE_CHECK((p.dtype() == DType::Float32 || p.dtype() == DType::BFloat16) && p.is_contiguous(), "[optimizer] parameter '",
+            name, "' must be a contiguous float32 or bfloat16 tensor, got ", dtype_name(p.dtype()), shape_str(p.shape()));
   UOE_CHECK(g.shape() == p.shape(), "[optimizer] gradient of '", name, "' has shape ", shape_str(g.shape()));
+  UOE_CHECK(g.dtype() == p.dtype(), "[optimizer] gradient of '", name, "' is ", dtype_name(g.dtype()),
+            " but the parameter is ", dtype_name(p.dtype()));
   UOE_CHECK(g.device() == p.device(), "[optimizer] gradient of '", name, "' is on ", g.device().str(),
             " but the parameter is on ", p.device().str());
 }
+
+// Optimiser state beside its parameter, always float32 (also for bfloat16 parameters).
+Tensor float_state(const Tensor& p) {
+  return zeros(p.shape(), TensorOptions{}.with_dtype(DType::Float32).with_device(p.device()));
+}
+
+// The parameter and gradient buffers of one update as the kernels' element type P (float or BFloat16).
+template <class P>
+struct Buffers {
+  P* p;
+  const P* g;
+};
+
+// Calls body(Buffers<float>) or body(Buffers<BFloat16>) by the parameter's dtype.
+template <class Body>
+void with_buffers(const Tensor& p, const Tensor& g, const Body& body) {
+  if (p.dtype() == DType::BFloat16) body(Buffers<BFloat16>{p.data_ptr<BFloat16>(), g.data_ptr<BFloat16>()});
+  else body(Buffers<float>{p.data_ptr<float>(), g.data_ptr<float>()});
+}
+
+// The stochastic rounding of a bfloat16 parameter's update: keyed by the step and by each element's position in
+// its storage, so that a ZeRO shard (a view at an offset into the parameter) rounds like the whole parameter.
+cpu::RoundingKey rounding_key(const Tensor& p, int64_t step) { return {uint32_t(step), p.offset()}; }
 
 }  // namespace
 
@@ -48,7 +73,7 @@ bool decays_by_default(const std::string& name, const Tensor& p) {
 }
 
 AdamW::AdamW(const NamedTensors& params, AdamWOptions opt) : opt_(opt) {
-  for (const auto& [name, p] : params) slots_.push_back({name, p, zeros_like(p), zeros_like(p), decays_by_default(name, p)});
+  for (const auto& [name, p] : params) slots_.push_back({name, p, float_state(p), float_state(p), decays_by_default(name, p)});
 }
 
 void AdamW::step(double lr) {
@@ -68,16 +93,18 @@ void AdamW::step(double lr) {
     const Tensor gc = g.contiguous();
     const cpu::AdamWStep st{float(lr), float(opt_.beta1), float(opt_.beta2), float(opt_.eps),
                             s.decay ? float(opt_.weight_decay) : 0.0f, bc1, bc2};
+    const cpu::RoundingKey key = rounding_key(s.param, steps_);
     if (s.param.is_cuda()) {
 #if UOE_WITH_CUDA
-      gpu_params[s.param.device().index].push_back({s.param.data_ptr<float>(), gc.data_ptr<float>(),
-                                                    s.m.data_ptr<float>(), s.v.data_ptr<float>(), s.param.numel(),
-                                                    st.weight_decay});
+      gpu_params[s.param.device().index].push_back({s.param.raw_data(), gc.raw_data(),
+                                                    s.param.dtype() == DType::BFloat16, s.m.data_ptr<float>(),
+                                                    s.v.data_ptr<float>(), s.param.numel(), st.weight_decay, key});
       gpu_grads.push_back(gc);
 #endif
     } else {
-      cpu::adamw_update(s.param.data_ptr<float>(), gc.data_ptr<float>(), s.m.data_ptr<float>(),
-                        s.v.data_ptr<float>(), s.param.numel(), st);
+      with_buffers(s.param, gc, [&](auto b) {
+        cpu::adamw_update(b.p, b.g, s.m.data_ptr<float>(), s.v.data_ptr<float>(), s.param.numel(), st, key);
+      });
     }
     s.param.bump_version();
   }
@@ -111,7 +138,7 @@ void AdamW::load_state(const std::map<std::string, Tensor>& state) {
 
 SGD::SGD(const NamedTensors& params, double momentum, double weight_decay)
     : momentum_(momentum), weight_decay_(weight_decay) {
-  for (const auto& [name, p] : params) slots_.push_back({name, p, zeros_like(p), decays_by_default(name, p)});
+  for (const auto& [name, p] : params) slots_.push_back({name, p, float_state(p), decays_by_default(name, p)});
 }
 
 void SGD::step(double lr) {
@@ -125,8 +152,11 @@ void SGD::step(double lr) {
     std::optional<cuda::DeviceGuard> guard;
     if (s.param.is_cuda()) guard.emplace(s.param.device().index);
 #endif
-    UOE_KERNEL(s.param, sgd_update(s.param.data_ptr<float>(), gc.data_ptr<float>(), s.velocity.data_ptr<float>(),
-                                   s.param.numel(), float(lr), float(momentum_), s.decay ? float(weight_decay_) : 0.0f));
+    with_buffers(s.param, gc, [&](auto b) {
+      UOE_KERNEL(s.param, sgd_update(b.p, b.g, s.velocity.data_ptr<float>(), s.param.numel(), float(lr),
+                                     float(momentum_), s.decay ? float(weight_decay_) : 0.0f,
+                                     rounding_key(s.param, steps_)));
+    });
     s.param.bump_version();
   }
 }

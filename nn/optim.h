@@ -16,7 +16,8 @@ class Optimizer {
   virtual ~Optimizer() = default;
   // Applies one update from the parameters' .grad at learning rate lr (no-op for a parameter without grad).
   virtual void step(double lr) = 0;
-  // Optimiser state by "<param name>.<slot>", plus "step" as a 0-d int64 tensor.
+  // Optimiser state by "<param name>.<slot>" (float32, also for bfloat16 parameters), plus "step" as a 0-d
+  // int64 tensor.
   virtual NamedTensors state() const = 0;
   virtual void load_state(const std::map<std::string, Tensor>& state) = 0;
   int64_t steps() const { return steps_; }

@@ -169,7 +169,10 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
   comm.barrier();
   manual_seed(o.seed);
   LanguageModel model(config);
+  UOE_CHECK(o.param_dtype == DType::Float32 || o.param_dtype == DType::BFloat16, "[train] parameters are stored in ",
+            "float32 or bfloat16, not ", dtype_name(o.param_dtype));
   model.to(o.device);  // before the optimiser, so its state is created beside the parameters
+  model.to(o.param_dtype);
   model.compute_dtype = o.compute_dtype;
   model.checkpoint_activations = o.checkpoint_activations;
   // Expert parallel: groups of o.expert_parallel consecutive ranks share out the experts of every layer.

@@ -34,6 +34,9 @@ struct TrainOptions {
   std::string out_dir;       // metrics.jsonl and checkpoint/ go here
   Device device = Device::cpu();       // where the model, its gradients and the optimiser state live
   std::optional<DType> compute_dtype;  // mixed precision (e.g. bfloat16) over float32 master weights
+  // Parameter (and gradient) storage: float32, or bfloat16 (half the memory; the optimiser state stays float32
+  // and updates are rounded back stochastically; the residual stream, norms, router and loss stay float32).
+  DType param_dtype = DType::Float32;
   bool checkpoint_activations = false; // recompute each block in backward instead of keeping its activations
   bool zero1 = false;                  // several ranks: shard the optimiser state across them (ZeRO stage 1)
   int64_t expert_parallel = 1;         // > 1: groups of this many ranks split every layer's experts among them

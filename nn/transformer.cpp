@@ -39,7 +39,9 @@ LanguageModel::LanguageModel(const ModelConfig& c) : config(c) {
 Tensor LanguageModel::forward(const Tensor& ids) {
   UOE_CHECK(ids.dim() == 2 && ids.size(1) <= config.context, "[model] ids must be [B, T] with T <= context ",
             config.context, ", got ", shape_str(ids.shape()));
-  Tensor x = embed->forward(ids);  // [B, T, d], the residual stream stays in the parameters' dtype
+  // [B, T, d]: the residual stream in the parameters' dtype, but float32 when they are stored in bfloat16
+  Tensor x = embed->forward(ids);
+  if (is_reduced_float(x.dtype())) x = x.to(DType::Float32);
   for (auto& b : blocks) x = checkpoint_activations ? checkpointed(*b, x) : b->forward(x, compute_dtype);
   x = final_norm->forward(x);
   if (compute_dtype) x = x.to(*compute_dtype);

@@ -54,7 +54,8 @@ NamedTensors ZeroOptimizer::state() const {
   const std::map<std::string, Tensor> by_name(parts.begin(), parts.end());
   NamedTensors out;
   for (const Shard& s : shards_) {
-    const TensorOptions like = TensorOptions{}.with_dtype(s.param.dtype()).with_device(s.param.device());
+    // optimiser state is float32 whatever the parameter's dtype (nn/optim.h)
+    const TensorOptions like = TensorOptions{}.with_dtype(DType::Float32).with_device(s.param.device());
     for (const std::string& slot : slots_) {
       const std::string key = s.name + "." + slot;
       Shape empty_rows = s.rows.shape();

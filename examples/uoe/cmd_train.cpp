@@ -27,7 +27,7 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   const Args a("train", argv,
                {"config", "data", "out", "steps", "batch", "seq", "lr", "min-lr", "warmup", "threads", "seed",
                 "eval-every", "eval-batches", "save-every", "grad-accum", "optimizer", "tokenizer", "minutes", "clip",
-                "weight-decay", "device", "dtype", "expert-parallel"},
+                "weight-decay", "device", "dtype", "param-dtype", "expert-parallel"},
                {"resume", "quiet", "zero1", "checkpoint-activations"});
   const bool lead = comm.rank() == 0;
   set_threads(a.integer("threads", 0));
@@ -58,6 +58,10 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   const std::string dtype = a.str("dtype", "f32");
   UOE_CHECK(dtype == "f32" || dtype == "bf16", "--dtype '", dtype, "': expected f32 or bf16 (bf16 compute over float32 master weights)");
   if (dtype == "bf16") o.compute_dtype = DType::BFloat16;
+  const std::string param_dtype = a.str("param-dtype", "f32");
+  UOE_CHECK(param_dtype == "f32" || param_dtype == "bf16", "--param-dtype '", param_dtype,
+            "': expected f32 or bf16 (parameters and gradients stored in bfloat16, optimiser state in float32)");
+  if (param_dtype == "bf16") o.param_dtype = DType::BFloat16;
   UOE_CHECK(o.steps > 0 && o.batch > 0 && o.seq > 0 && o.grad_accum > 0,
             "--steps, --batch, --seq and --grad-accum must be positive");
 
@@ -87,8 +91,9 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
     if (o.expert_parallel > 1) ranks += " (experts split across groups of " + std::to_string(o.expert_parallel) + ")";
   }
   if (lead)
-    std::printf("uoe train: %s (%s FFN) on %s (%s)%s, %ld train / %ld val tokens, batch %ld x %ld, %ld steps -> %s\n",
+    std::printf("uoe train: %s (%s FFN) on %s (%s%s)%s, %ld train / %ld val tokens, batch %ld x %ld, %ld steps -> %s\n",
                 config.name.c_str(), nn::ffn_kind_name(config.ffn.kind), o.device.str().c_str(), dtype.c_str(),
+                param_dtype == "bf16" ? ", bf16 parameters" : "",
                 ranks.c_str(), long(dataset.train_tokens()), long(dataset.val_tokens()), long(o.batch), long(o.seq), long(o.steps),
                 o.out_dir.c_str());
   const nn::TrainResult r = nn::train(config, o, dataset, *tok, comm);

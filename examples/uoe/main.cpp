@@ -13,7 +13,7 @@ const char* kUsage =
     "  train   --config <preset|file.json> --data <text> --out <dir> [--steps N] [--batch B] [--seq T] [--lr X]\n"
     "          [--threads N] [--seed S] [--resume] [--eval-every N] [--save-every N] [--grad-accum N]\n"
     "          [--optimizer adamw|sgd] [--tokenizer byte|bpe:V|file.json] [--minutes M] [--quiet]\n"
-    "          [--device cpu|cuda|cuda:N] [--dtype f32|bf16] [--checkpoint-activations]\n"
+    "          [--device cpu|cuda|cuda:N] [--dtype f32|bf16] [--param-dtype f32|bf16] [--checkpoint-activations]\n"
     "          [--zero1] [--expert-parallel E]   (mpirun -np N uoe train ...: data (and expert) parallel)\n"
     "  eval    --ckpt <dir> --data <text> [--batch B] [--seq T] [--max-batches N] [--threads N]\n"
     "  sample  --ckpt <dir> --prompt \"...\" [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"

@@ -46,7 +46,8 @@ double rel_err(const Tensor& got, const Tensor& want) {
 }
 
 bool same_bits(const Tensor& a, const Tensor& b) {
-  const std::vector<float> x = a.to(Device::cpu()).to_vector<float>(), y = b.to(Device::cpu()).to_vector<float>();
+  const std::vector<float> x = a.to(Device::cpu()).to(DType::Float32).to_vector<float>(),
+                           y = b.to(Device::cpu()).to(DType::Float32).to_vector<float>();
   return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
 }
 
@@ -87,6 +88,33 @@ TEST_F(CudaOptimizer, SgdMatchesTheCpuKernelOverSteps) {
   EXPECT_LT(rel_err(dvel, vel), 1e-6);
 }
 
+TEST_F(CudaOptimizer, Bf16ParametersMatchTheCpuKernelOverSteps) {
+  // bfloat16 parameters and gradients, float32 state: the GPU's stochastic rounding uses the CPU's noise, so the
+  // parameters agree to bfloat16 rounding (an FMA on the CPU can change the last float32 bit, and so the noise).
+  Generator gen(14);
+  const int64_t n = 50021;
+  const TensorOptions bf16 = TensorOptions{}.with_dtype(DType::BFloat16);
+  Tensor p = randn({n}, bf16, &gen), m = zeros({n}), v = zeros({n}), vel = zeros({n}), q = p.clone();
+  Tensor dp = p.to(kGpu), dm = m.to(kGpu), dv = v.to(kGpu), dq = q.to(kGpu), dvel = vel.to(kGpu);
+  for (int step = 1; step <= 6; ++step) {
+    const Tensor g = randn({n}, bf16, &gen), dg = g.to(kGpu);
+    const cpu::AdamWStep s = adamw_step(step, 0.1f);
+    const cpu::RoundingKey key{uint32_t(step), 1000};
+    cpu::adamw_update(p.data_ptr<BFloat16>(), g.data_ptr<BFloat16>(), m.data_ptr<float>(), v.data_ptr<float>(), n, s,
+                      key);
+    cuda::adamw_update(dp.data_ptr<BFloat16>(), dg.data_ptr<BFloat16>(), dm.data_ptr<float>(), dv.data_ptr<float>(),
+                       n, s, key);
+    cpu::sgd_update(q.data_ptr<BFloat16>(), g.data_ptr<BFloat16>(), vel.data_ptr<float>(), n, 0.05f, 0.9f, 0.01f, key);
+    cuda::sgd_update(dq.data_ptr<BFloat16>(), dg.data_ptr<BFloat16>(), dvel.data_ptr<float>(), n, 0.05f, 0.9f, 0.01f,
+                     key);
+    cuda::synchronize(0, "test bf16 optimizers");
+  }
+  EXPECT_LT(rel_err(dp.to(DType::Float32), p.to(DType::Float32)), 1e-2);
+  EXPECT_LT(rel_err(dm, m), 1e-5);
+  EXPECT_LT(rel_err(dq.to(DType::Float32), q.to(DType::Float32)), 1e-2);
+  EXPECT_LT(rel_err(dvel, vel), 1e-5);
+}
+
 TEST_F(CudaOptimizer, MultiTensorAdamWEqualsPerTensorBitForBit) {
   Generator gen(13);
   // More tensors than one launch holds (32), tensors spanning several chunks, one spanning more chunks than one
@@ -96,7 +124,8 @@ TEST_F(CudaOptimizer, MultiTensorAdamWEqualsPerTensorBitForBit) {
   struct Param { Tensor p, m, v, p2, m2, v2; float wd; };
   std::vector<Param> params;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    const Tensor p = randn({sizes[i]}, {}, &gen).to(kGpu);
+    // every third parameter in bfloat16 (the launch mixes storage types)
+    const Tensor p = randn({sizes[i]}, {}, &gen).to(i % 3 == 1 ? DType::BFloat16 : DType::Float32).to(kGpu);
     const Tensor m = randn({sizes[i]}, {}, &gen).mul_(0.1).to(kGpu);
     const Tensor v = rand({sizes[i]}, {}, &gen).mul_(0.01).to(kGpu);
     params.push_back({p, m, v, p.clone(), m.clone(), v.clone(), i % 2 ? 0.1f : 0.0f});
@@ -104,14 +133,21 @@ TEST_F(CudaOptimizer, MultiTensorAdamWEqualsPerTensorBitForBit) {
   for (int step = 1; step <= 3; ++step) {
     std::vector<Tensor> grads;
     std::vector<cuda::AdamWTensor> multi;
-    for (Param& q : params) {
-      grads.push_back(randn(q.p.shape(), {}, &gen).to(kGpu));
+    for (size_t i = 0; i < params.size(); ++i) {
+      Param& q = params[i];
+      grads.push_back(randn(q.p.shape(), {}, &gen).to(q.p.dtype()).to(kGpu));
       const Tensor& g = grads.back();
       const cpu::AdamWStep s = adamw_step(step, q.wd);
-      cuda::adamw_update(q.p.data_ptr<float>(), g.data_ptr<float>(), q.m.data_ptr<float>(), q.v.data_ptr<float>(),
-                         q.p.numel(), s);
-      multi.push_back({q.p2.data_ptr<float>(), g.data_ptr<float>(), q.m2.data_ptr<float>(), q.v2.data_ptr<float>(),
-                       q.p2.numel(), q.wd});
+      const bool bf16 = q.p.dtype() == DType::BFloat16;
+      const cpu::RoundingKey key{uint32_t(step), int64_t(i) * 3};
+      if (bf16)
+        cuda::adamw_update(q.p.data_ptr<BFloat16>(), g.data_ptr<BFloat16>(), q.m.data_ptr<float>(),
+                           q.v.data_ptr<float>(), q.p.numel(), s, key);
+      else
+        cuda::adamw_update(q.p.data_ptr<float>(), g.data_ptr<float>(), q.m.data_ptr<float>(), q.v.data_ptr<float>(),
+                           q.p.numel(), s);
+      multi.push_back({q.p2.raw_data(), g.raw_data(), bf16, q.m2.data_ptr<float>(), q.v2.data_ptr<float>(),
+                       q.p2.numel(), q.wd, key});
     }
     cuda::adamw_update_multi(multi, adamw_step(step, 12345.0f));  // the step's own weight decay is ignored
     cuda::synchronize(0, "test adamw multi");

@@ -102,6 +102,27 @@ TEST(DistributedTraining, ExpertParallelMatchesOneProcessForEveryExpertKind) {
     }
 }
 
+TEST(DistributedTraining, Bf16ParametersFollowOneProcessAndZeroRoundsAlike) {
+  // bfloat16 parameters: gradients summed in float32 buckets; ZeRO-1 shards round each element exactly as the
+  // whole parameter does (the rounding is keyed by the element's index), so ZeRO-1 equals plain data parallel.
+  const Fixture f = setup("bf16_train");
+  const ModelConfig config = test::micro_config(FfnKind::MoE);
+  auto bf16 = [](TrainOptions o) {
+    o.param_dtype = DType::BFloat16;
+    o.compute_dtype = DType::BFloat16;
+    return o;
+  };
+  train(config, bf16(options(f.dir + "/dp", 6, false)), *f.data, *f.tok);
+  train(config, bf16(options(f.dir + "/zero", 6, true)), *f.data, *f.tok);
+  if (world().rank() == 0) {
+    expect_close_losses(metrics(f.dir + "/zero"), metrics(f.dir + "/dp"), 0);
+    LocalCommunicator one;
+    train(config, bf16(options(f.dir + "/single", 6, false)), *f.data, *f.tok, one);
+    expect_close_losses(metrics(f.dir + "/dp"), metrics(f.dir + "/single"), 2e-2);
+  }
+  world().barrier();
+}
+
 TEST(DistributedTraining, ExpertParallelRejectsWhatItCannotSplit) {
   const Fixture f = setup("ep_errors");
   auto message = [&](const ModelConfig& c, TrainOptions o) {
