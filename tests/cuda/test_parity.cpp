@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <functional>
+#include <ostream>
 
 #include "core/rng.h"
 #include "cuda/cuda_api.h"
@@ -29,6 +30,8 @@ struct ParityCase {
   bool positive = false;                          // inputs drawn in (0.5, 1.5) (log, sqrt, pow, ...)
   bool differentiable = true;
 };
+// How ctest and gtest print a case ("expert_ffn", not its bytes).
+void PrintTo(const ParityCase& c, std::ostream* os) { *os << c.name; }
 
 // An int64 tensor with `values` on the device of `like`.
 Tensor ids(const Tensor& like, const std::vector<int64_t>& values, const Shape& shape) {
@@ -155,6 +158,7 @@ struct DtypeCase {
   DType dtype;
   double tolerance;
 };
+void PrintTo(const DtypeCase& c, std::ostream* os) { *os << dtype_name(c.dtype) << " (tolerance " << c.tolerance << ")"; }
 
 class CudaParity : public ::testing::TestWithParam<std::tuple<ParityCase, DtypeCase>> {
  protected:
