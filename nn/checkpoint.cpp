@@ -36,15 +36,19 @@ bool checkpoint_exists(const std::string& dir) {
 
 void save_checkpoint(const std::string& dir, const Module& model, const ModelConfig& config, const Optimizer* opt,
                      const json::Value& trainer_state, const Tokenizer& tokenizer) {
-  save_checkpoint(dir, model, config, opt ? opt->state() : NamedTensors{}, trainer_state, tokenizer);
+  save_checkpoint(dir, model_tensors(model), config, opt ? opt->state() : NamedTensors{}, trainer_state, tokenizer);
 }
 
-void save_checkpoint(const std::string& dir, const Module& model, const ModelConfig& config,
+NamedTensors model_tensors(const Module& model) {
+  NamedTensors tensors = model.named_parameters();
+  for (auto& b : model.named_buffers()) tensors.push_back(b);
+  return tensors;
+}
+
+void save_checkpoint(const std::string& dir, const NamedTensors& model, const ModelConfig& config,
                      const NamedTensors& optimizer_state, const json::Value& trainer_state, const Tokenizer& tokenizer) {
   write_directory_atomic(dir, [&](const std::string& tmp) {
-    NamedTensors tensors = model.named_parameters();
-    for (auto& b : model.named_buffers()) tensors.push_back(b);
-    safetensors::save(tmp + "/model.safetensors", as_named(tensors), {{"model", config.name}});
+    safetensors::save(tmp + "/model.safetensors", as_named(model), {{"model", config.name}});
     if (!optimizer_state.empty()) safetensors::save(tmp + "/optimizer.safetensors", as_named(optimizer_state));
     write_file_atomic(tmp + "/config.json", to_json(config).dump(2) + "\n");
     write_file_atomic(tmp + "/trainer_state.json", trainer_state.dump(2) + "\n");

@@ -15,9 +15,12 @@ namespace uoe::nn {
 
 void save_checkpoint(const std::string& dir, const Module& model, const ModelConfig& config, const Optimizer* opt,
                      const json::Value& trainer_state, const Tokenizer& tokenizer);
-// The same with the optimiser state given (e.g. gathered from every rank by a collective); none when empty.
-void save_checkpoint(const std::string& dir, const Module& model, const ModelConfig& config,
+// The same with the model's tensors and the optimiser state given (e.g. gathered from every rank by a
+// collective); no optimiser file when the state is empty.
+void save_checkpoint(const std::string& dir, const NamedTensors& model, const ModelConfig& config,
                      const NamedTensors& optimizer_state, const json::Value& trainer_state, const Tokenizer& tokenizer);
+// A module's parameters and buffers, as a checkpoint stores them.
+NamedTensors model_tensors(const Module& model);
 
 struct Checkpoint {
   ModelConfig config;

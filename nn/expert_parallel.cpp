@@ -34,6 +34,22 @@ struct AllToAllBackward final : autograd::Node {
   std::vector<Tensor> apply(const Tensor& g) override { return {exchange(g, comm, recv_rows, send_rows)}; }
 };
 
+// Backward of all_gather_rows: every rank's gradient of the gathered whole, summed, this rank's rows of it.
+struct AllGatherRowsBackward final : autograd::Node {
+  Communicator& comm;
+  explicit AllGatherRowsBackward(Communicator& c) : comm(c) {}
+  std::string name() const override { return "all_gather_rows"; }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    // summed in float32 for bfloat16 gradients (more exact, and MPI has no bfloat16 sum)
+    const DType sum_dtype = is_reduced_float(g.dtype()) ? DType::Float32 : g.dtype();
+    Shape shape = g.shape();
+    shape[0] /= comm.size();
+    Tensor own = empty(shape, TensorOptions{}.with_dtype(sum_dtype).with_device(g.device()));
+    comm.reduce_scatter(g.detach().to(sum_dtype).contiguous(), own);
+    return {own.to(g.dtype())};
+  }
+};
+
 Tensor index_tensor(const std::vector<int64_t>& v, Device device) {
   return from_vector(v, {int64_t(v.size())}).to(device);
 }
@@ -51,14 +67,21 @@ Tensor all_to_all(const Tensor& x, Communicator& comm, const std::vector<int64_t
   return out;
 }
 
+Tensor all_gather_rows(const Tensor& x, Communicator& comm) {
+  Shape shape = x.shape();
+  UOE_CHECK(!shape.empty(), "[all_gather_rows] rank ", comm.rank(), " of ", comm.size(), ": a scalar has no rows");
+  shape[0] *= comm.size();
+  Tensor out = empty(shape, TensorOptions{}.with_dtype(x.dtype()).with_device(x.device()));
+  comm.all_gather(x.detach().contiguous(), out);
+  autograd::record<AllGatherRowsBackward>(out, {x}, comm);
+  return out;
+}
+
 Tensor expert_parallel_ffn(Communicator& comm, const Tensor& x, const Tensor& indices, const Tensor& weights,
                            const Tensor& w_gate, const Tensor& w_up, const Tensor& w_down, int64_t r0, int64_t r1,
                            const Tensor& gate_input) {
-  const int64_t P = comm.size(), rank = comm.rank(), n = w_gate.size(0), T = x.size(0), K = indices.size(1),
+  const int64_t P = comm.size(), n_local = w_gate.size(0), n = P * n_local, T = x.size(0), K = indices.size(1),
                 d = x.size(1);
-  UOE_CHECK(n % P == 0, "[expert_parallel_ffn] rank ", rank, " of ", P, ": ", n,
-            " experts do not split evenly across the ranks");
-  const int64_t n_local = n / P, first = rank * n_local;
   // The non-empty (token, slot) pairs, grouped by the rank owning their expert (stable within a rank).
   const std::vector<int64_t> idx = indices.to(DType::Int64).to_vector<int64_t>();
   std::vector<std::vector<int64_t>> by_rank(static_cast<size_t>(P));
@@ -102,9 +125,8 @@ Tensor expert_parallel_ffn(Communicator& comm, const Tensor& x, const Tensor& in
     Tensor gate_in;  // [M, n_local, d_g]: the pair's own gate input at every local expert (only its own is read)
     if (gate_input.defined()) gate_in = received.narrow(1, d, dg).unsqueeze(1).expand({M, n_local, dg}).contiguous();
     y_out = ops::expert_ffn(x_in.contiguous(), local_ids.view({M, 1}).to(dev),
-                            ones({M, 1}, TensorOptions{}.with_dtype(x.dtype()).with_device(dev)),
-                            w_gate.narrow(0, first, n_local), w_up.narrow(0, first, n_local),
-                            w_down.narrow(0, first, n_local), r0, r1, gate_in);
+                            ones({M, 1}, TensorOptions{}.with_dtype(x.dtype()).with_device(dev)), w_gate, w_up, w_down,
+                            r0, r1, gate_in);
   }
   // Back to the senders, weighted, summed per token: y_t = Σ_k weights[t,k] · E_{indices[t,k]}(x_t)
   const Tensor y_pairs = all_to_all(y_out, comm, recv_rows, send_rows);  // [pairs, d]

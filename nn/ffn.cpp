@@ -37,10 +37,28 @@ void Ffn::keep_trace(const Tensor& x, const Tensor& scores, const ops::Route& ro
   trace = {x.detach(), scores.detach(), {route.indices, route.weights.detach()}};
 }
 
+void Ffn::shard_experts(Communicator& group) {
+  ExpertWeights* w = experts();
+  UOE_CHECK(w, "[shard_experts] a dense FFN has no experts to split");
+  UOE_CHECK(!expert_group_, "[shard_experts] the experts are sharded already");
+  const int64_t n = w->gate.size(0), P = group.size();
+  UOE_CHECK(n % P == 0, "[shard_experts] ", n, " experts do not split evenly across ", P, " ranks");
+  const int64_t n_local = n / P, first = group.rank() * n_local;
+  for (const Tensor* t : {&w->gate, &w->up, &w->down}) replace_parameter(*t, t->narrow(0, first, n_local).contiguous());
+  expert_group_ = &group;
+}
+
+ExpertWeights Ffn::routing_parts(const ExpertWeights& w, int64_t r) const {
+  ExpertWeights parts{w.gate.narrow(2, 0, r), w.up.narrow(2, 0, r), w.down.narrow(1, 0, r)};
+  if (!expert_group_) return parts;
+  return {all_gather_rows(parts.gate.contiguous(), *expert_group_), all_gather_rows(parts.up.contiguous(), *expert_group_),
+          all_gather_rows(parts.down.contiguous(), *expert_group_)};
+}
+
 Tensor Ffn::run_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& w,
                         int64_t r0, int64_t r1, const Tensor& gate_input) const {
-  if (expert_group && expert_group->size() > 1)
-    return expert_parallel_ffn(*expert_group, x, indices, weights, w.gate, w.up, w.down, r0, r1, gate_input);
+  if (expert_group_)
+    return expert_parallel_ffn(*expert_group_, x, indices, weights, w.gate, w.up, w.down, r0, r1, gate_input);
   return ops::expert_ffn(x, indices, weights, w.gate, w.up, w.down, r0, r1, gate_input);
 }
 

@@ -35,16 +35,27 @@ class Ffn : public Module {
   FfnStats stats;
   bool record = false;  // keep `trace` of every forward (expert kinds only)
   RoutingTrace trace;
-  // Expert parallelism (expert kinds): with a group of several ranks, each computes only its share of the experts,
-  // for the tokens of every rank of the group (nn/expert_parallel.h); the routing stays replicated.
-  Communicator* expert_group = nullptr;
+  // Expert parallelism (expert kinds): keeps only this rank's n/E experts of W_gate, W_up and W_down (rows
+  // [rank·n/E, (rank+1)·n/E), E = group.size()); each forward then sends the tokens routed to other ranks' experts
+  // there and back (nn/expert_parallel.h). The routing stays replicated; UoE gathers every expert's routing
+  // neurons [0, r) from their owners. Every rank of `group` must run the same forwards and backwards.
+  void shard_experts(Communicator& group);
+  Communicator* expert_group() const { return expert_group_; }
+  // The expert weights (null for a dense FFN): full, or this rank's slices once sharded.
+  virtual ExpertWeights* experts() { return nullptr; }
 
  protected:
   void keep_trace(const Tensor& x, const Tensor& scores, const ops::Route& route);
+  // All n experts' routing parts, W_gate[:, :, :r], W_up[:, :, :r], W_down[:, :r, :], from weights `w` in the
+  // compute dtype: slices of w, or gathered from the ranks of the expert group (gradients flow to the owners).
+  ExpertWeights routing_parts(const ExpertWeights& w, int64_t r) const;
   // ops::expert_ffn, or expert_parallel_ffn across `expert_group`.
   // indices, weights: [T, K]; w in the compute dtype of x.
   Tensor run_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& w, int64_t r0,
                      int64_t r1, const Tensor& gate_input = Tensor()) const;
+
+ private:
+  Communicator* expert_group_ = nullptr;
 };
 
 std::shared_ptr<Ffn> make_ffn(const ModelConfig& c, double out_std);
@@ -75,6 +86,7 @@ class MoeFfn : public Ffn {
   Tensor router;  // [d, n]
   ExpertWeights w;
   std::shared_ptr<SwiGLU> shared;
+  ExpertWeights* experts() override { return &w; }
 };
 
 // Autonomy-of-Experts: factorised gate W_gate[i] = W_down[i] W_up[i] of rank d_low; experts
@@ -86,6 +98,7 @@ class AoeFfn : public Ffn {
   FfnConfig cfg;
   Tensor gate_down;  // [d, n * d_low]: all experts' W_down side by side
   ExpertWeights w;   // w.gate: [n, d_low, D] (the W_up of the factorised gate)
+  ExpertWeights* experts() override { return &w; }
 };
 
 // Union-of-Experts: routing neurons [0, r) of every expert run densely, their activation
@@ -97,6 +110,7 @@ class UoeFfn : public Ffn {
   Tensor forward(const Tensor& x) override;
   FfnConfig cfg;
   ExpertWeights w;  // [n, d, D], [n, d, D], [n, D, d]
+  ExpertWeights* experts() override { return &w; }
   // Gradient probes (analysis/gradient_paths.h): when set, run on the gradient reaching the routing
   // activations through the virtual shared expert (vse: dL/dH) and through the routing scores
   // (score: dL/d(score source)), each on its own alias of the tensor.
@@ -110,7 +124,7 @@ struct RoutingActivations {
   Tensor h;       // [T, n·r] H = a ⊙ (x Ŵ_p^R)
   Tensor source;  // the one of h, a, g the score is the group norm of (FfnConfig::score)
 };
-// x: [T, d]; w_gate, w_up: [n, d, D]; score: swiglu | gate_silu | gate.
+// x: [T, d]; w_gate, w_up: [n, d, D >= r] (only [0, r) is read); score: swiglu | gate_silu | gate.
 RoutingActivations routing_activations(const Tensor& x, const Tensor& w_gate, const Tensor& w_up, int64_t r,
                                        const std::string& score);
 

@@ -105,6 +105,14 @@ void Module::to(DType dtype) {
   for (auto& [name, child] : children_) child->to(dtype);
 }
 
+void Module::replace_parameter(const Tensor& param, const Tensor& value) {
+  bool mine = false;
+  for (const auto& [name, t] : params_) mine = mine || t.is_same(param);
+  UOE_CHECK(mine, "[replace_parameter] the tensor is not a parameter registered by this module");
+  NoGradGuard no_grad;
+  replace_data(param, value.detach());
+}
+
 void Module::zero_grad() {
   for (auto& [name, t] : named_parameters()) Tensor(t).set_grad(Tensor());
 }

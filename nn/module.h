@@ -33,6 +33,9 @@ class Module {
   void to(Device device);
   void to(DType dtype);
   void zero_grad();
+  // Replaces the data of `param` (a handle this module registered) by `value`, which may have another shape
+  // (e.g. this rank's shard of it); the handle stays valid for the layers that hold it.
+  void replace_parameter(const Tensor& param, const Tensor& value);
 
   // Registers `t` (made a leaf that requires grad) under `name` and returns the handle to keep.
   Tensor register_parameter(const std::string& name, Tensor t);

@@ -181,20 +181,32 @@ double warmup_cosine_lr(int64_t step, int64_t warmup, int64_t total, double max_
   return min_lr + 0.5 * (max_lr - min_lr) * (1.0 + std::cos(M_PI * progress));
 }
 
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, const std::vector<Tensor>& sharded,
+                      Communicator* group) {
   NoGradGuard no_grad;
-  double sumsq = 0;
-  for (const Tensor& p : params) {
-    const Tensor g = p.grad();
-    if (g.defined()) sumsq += ops::sum(g.to(DType::Float64) * g.to(DType::Float64)).item<double>();
+  auto sum_of_squares = [](const std::vector<Tensor>& ps) {
+    double s = 0;
+    for (const Tensor& p : ps) {
+      const Tensor g = p.grad();
+      if (g.defined()) s += ops::sum(g.to(DType::Float64) * g.to(DType::Float64)).item<double>();
+    }
+    return s;
+  };
+  double sumsq = sum_of_squares(params);
+  if (!sharded.empty() || group) {
+    UOE_CHECK(group, "[clip_grad_norm] sharded parameters need the group that shares them");
+    const Tensor part = from_vector<double>({sum_of_squares(sharded)}, {1});
+    group->all_reduce(part);
+    sumsq += part.item<double>();
   }
   const double norm = std::sqrt(sumsq);
   if (max_norm > 0 && norm > max_norm) {
     const double scale = max_norm / (norm + 1e-6);
-    for (const Tensor& p : params) {
-      Tensor g = p.grad();
-      if (g.defined()) g.mul_(scale);
-    }
+    for (const std::vector<Tensor>* ps : {&params, &sharded})
+      for (const Tensor& p : *ps) {
+        Tensor g = p.grad();
+        if (g.defined()) g.mul_(scale);
+      }
   }
   return norm;
 }

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "core/communicator.h"
 #include "nn/module.h"
 
 namespace uoe::nn {
@@ -61,6 +62,9 @@ double warmup_cosine_lr(int64_t step, int64_t warmup, int64_t total, double max_
 
 // Scales every .grad so that the global L2 norm is at most max_norm (when max_norm > 0);
 // returns the norm before clipping. The sum of squares runs in a fixed order.
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+// With expert parallelism, `sharded` are the parameters each rank of `group` holds a different part of (expert
+// slices): their squares are summed over the group; `params` are the same on every rank and counted once.
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, const std::vector<Tensor>& sharded = {},
+                      Communicator* group = nullptr);
 
 }  // namespace uoe::nn

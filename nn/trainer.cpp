@@ -17,6 +17,7 @@
 #include "core/rng.h"
 #include "nn/checkpoint.h"
 #include "nn/data_parallel.h"
+#include "nn/expert_sharding.h"
 #include "nn/optim.h"
 #include "nn/zero_optimizer.h"
 
@@ -91,14 +92,15 @@ json::Value layer_metrics(const LanguageModel& model) {
   return layers;
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, const NamedTensors& params, Communicator& comm) {
+std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, const NamedTensors& params,
+                                          const ZeroOptimizer::GroupOf& group_of) {
   UOE_CHECK(o.optimizer == "adamw" || o.optimizer == "sgd", "[train] unknown optimizer '", o.optimizer,
             "': expected adamw or sgd");
   auto make = [&o](const NamedTensors& p) -> std::unique_ptr<Optimizer> {
     if (o.optimizer == "sgd") return std::make_unique<SGD>(p, o.momentum, o.weight_decay);
     return std::make_unique<AdamW>(p, AdamWOptions{o.beta1, o.beta2, 1e-8, o.weight_decay});
   };
-  if (o.zero1) return std::make_unique<ZeroOptimizer>(params, comm, make);
+  if (o.zero1) return std::make_unique<ZeroOptimizer>(params, group_of, make);
   return make(params);
 }
 
@@ -171,25 +173,35 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
   LanguageModel model(config);
   UOE_CHECK(o.param_dtype == DType::Float32 || o.param_dtype == DType::BFloat16, "[train] parameters are stored in ",
             "float32 or bfloat16, not ", dtype_name(o.param_dtype));
+  // Expert parallel: groups of E consecutive ranks each keep 1/E of every layer's experts; the ranks at the same
+  // place in their groups (replicas) keep the same experts and average their gradients.
+  std::unique_ptr<Communicator> expert_group, replica_group;
+  ExpertSharding shards;
+  if (o.expert_parallel > 1) {
+    const int ep = int(o.expert_parallel);
+    expert_group = comm.split(comm.rank() / ep, comm.rank());
+    replica_group = comm.split(comm.rank() % ep, comm.rank());
+    shards = ExpertSharding(model, *expert_group);  // before the move: only this rank's experts reach the device
+  }
   model.to(o.device);  // before the optimiser, so its state is created beside the parameters
   model.to(o.param_dtype);
   model.compute_dtype = o.compute_dtype;
   model.checkpoint_activations = o.checkpoint_activations;
-  // Expert parallel: groups of o.expert_parallel consecutive ranks share out the experts of every layer.
-  std::unique_ptr<Communicator> expert_group;
-  if (o.expert_parallel > 1) {
-    expert_group = comm.split(comm.rank() / int(o.expert_parallel), comm.rank());
-    for (const std::shared_ptr<Block>& block : model.blocks) block->ffn->expert_group = expert_group.get();
-  }
-  std::unique_ptr<Optimizer> opt = make_optimizer(o, model.named_parameters(), comm);
+  // This rank's parameters by the ranks that hold them: every rank, or (expert slices) its replicas.
+  NamedTensors replicated, sharded;
+  for (const auto& [name, p] : model.named_parameters()) (shards.sharded(name) ? sharded : replicated).emplace_back(name, p);
+  const auto group_of = [&](const std::string& name) -> Communicator& {
+    return shards.sharded(name) ? *replica_group : comm;
+  };
+  std::unique_ptr<Optimizer> opt = make_optimizer(o, model.named_parameters(), group_of);
   const int64_t warmup = o.warmup >= 0 ? o.warmup : std::min<int64_t>(100, o.steps / 10);
   const double min_lr = o.min_lr >= 0 ? o.min_lr : o.lr / 10;
 
   int64_t start = 0, tokens_seen = 0;
   if (o.resume && checkpoint_exists(ckpt_dir)) {
     Checkpoint c = load_checkpoint(ckpt_dir);
-    model.load_state_dict(c.model);
-    opt->load_state(c.optimizer);
+    model.load_state_dict(shards.slice(c.model));
+    opt->load_state(shards.slice(c.optimizer));
     start = c.trainer_state.at("step").as_int();
     const json::Value& rng = c.trainer_state.at("rng");
     default_generator().set_state(rng.at("seed").as_uint(), rng.at("offset").as_uint());
@@ -214,21 +226,30 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     return s;
   };
   auto save = [&](int64_t step) {
-    const NamedTensors opt_state = opt->state();  // every rank: gathering ZeRO's shards is collective
-    if (lead) save_checkpoint(ckpt_dir, model, config, opt_state, state_json(step), tokenizer);
+    // Every rank: gathering ZeRO's row shards, then the expert slices, is collective. Checkpoints hold whole tensors.
+    const NamedTensors opt_state = shards.gather(opt->state()), tensors = shards.gather(model_tensors(model));
+    if (lead) save_checkpoint(ckpt_dir, tensors, config, opt_state, state_json(step), tokenizer);
   };
 
   // Data parallel: this rank's rows of every batch, and gradients averaged over the global batch.
   const RowRange rows = rank_rows(o.batch, comm.rank(), comm.size());
   const double share = double(rows.count) / double(o.batch);
-  std::unique_ptr<DataParallel> dp;
-  if (comm.size() > 1) dp = std::make_unique<DataParallel>(model.named_parameters(), comm, share, o.bucket_bytes);
+  std::vector<std::unique_ptr<DataParallel>> dps;  // over every rank, and for expert slices over the replicas
+  if (comm.size() > 1) {
+    dps.push_back(std::make_unique<DataParallel>(replicated, comm, share, o.bucket_bytes));
+    if (!sharded.empty()) dps.push_back(std::make_unique<DataParallel>(sharded, *replica_group, share, o.bucket_bytes));
+  }
+  auto tensors_of = [](const NamedTensors& named) {
+    std::vector<Tensor> out;
+    for (const auto& [name, t] : named) out.push_back(t);
+    return out;
+  };
+  const std::vector<Tensor> replicated_params = tensors_of(replicated), sharded_params = tensors_of(sharded);
 
   StopSignals signals;
   std::ofstream metrics;
   if (lead) metrics.open(metrics_path, std::ios::app);
   TrainResult result;
-  const std::vector<Tensor> params = model.parameters();
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   int64_t session_tokens = 0, step = start;
@@ -239,14 +260,15 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     double loss_sum = 0;
     for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
       const Batch b = data.train_batch(o.seed, uint64_t(step * o.grad_accum + micro), o.batch, o.seq);
-      if (dp && micro == o.grad_accum - 1) dp->reduce_next_backward();
+      if (micro == o.grad_accum - 1)
+        for (auto& dp : dps) dp->reduce_next_backward();
       Tensor loss = model.loss(rows_of(b.x, rows).to(o.device), rows_of(b.y, rows).to(o.device));
       if (o.grad_accum > 1) loss = loss / double(o.grad_accum);
       loss.backward();
       loss_sum += model.last_ce.item<double>() / double(o.grad_accum);
     }
-    if (dp) dp->finish();
-    const double grad_norm = clip_grad_norm(params, o.clip);
+    for (auto& dp : dps) dp->finish();
+    const double grad_norm = clip_grad_norm(replicated_params, o.clip, sharded_params, expert_group.get());
     opt->step(lr);
     ++step;
     const int64_t step_tokens = o.batch * o.seq * o.grad_accum;

@@ -38,12 +38,12 @@ UoeFfn::UoeFfn(const ModelConfig& c, double out_std) : cfg(c.ffn) {
 
 Tensor UoeFfn::forward(const Tensor& x) {
   const int64_t d = x.size(1), n = cfg.n_experts, r = cfg.routing_neurons, D = cfg.expert_width;
-  // The expert weights in the compute dtype, cast once (no-ops when they already are)
+  // The expert weights in the compute dtype, cast once (no-ops when they already are): this rank's experts (all of
+  // them without expert parallelism), and every expert's routing part [n, d, r], [n, d, r], [n, r, d]
   const DType dt = x.dtype();
-  const ExpertWeights experts = w.to(dt);
-  const Tensor &w_gate = experts.gate, &w_up = experts.up, &w_down = experts.down;
+  const ExpertWeights experts = w.to(dt), routing = routing_parts(experts, r);
   // Dense part, every token, every expert: H = silu(x Ŵ_g^R) ⊙ (x Ŵ_p^R)   [T, n·r]
-  const RoutingActivations act = routing_activations(x, w_gate, w_up, r, cfg.score);
+  const RoutingActivations act = routing_activations(x, routing.gate, routing.up, r, cfg.score);
   Tensor h = act.h, source = act.source;
   if (vse_grad_hook) {  // separate aliases so each path's gradient is seen on its own
     h = h.view(h.shape());
@@ -53,7 +53,7 @@ Tensor UoeFfn::forward(const Tensor& x) {
     source = source.view(source.shape());
     source.register_hook(score_grad_hook);
   }
-  const Tensor wo_r = w_down.narrow(1, 0, r).reshape({n * r, d});  // Ŵ_o^R [n·r, d]
+  const Tensor wo_r = routing.down.reshape({n * r, d});  // Ŵ_o^R [n·r, d]
   // Routing score: L2 norm of each expert's r activations (in float32)   [T, n]
   const Tensor s = ops::group_l2norm(source.to(router_dtype(x.dtype())), n);
   const ops::RouteWeights mode = weights_mode(cfg.weights);

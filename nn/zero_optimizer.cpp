@@ -21,11 +21,14 @@ Tensor as_rows(const Tensor& t) {
 }  // namespace
 
 ZeroOptimizer::ZeroOptimizer(const NamedTensors& params, Communicator& comm, const Factory& make_inner)
-    : comm_(comm) {
+    : ZeroOptimizer(params, [&comm](const std::string&) -> Communicator& { return comm; }, make_inner) {}
+
+ZeroOptimizer::ZeroOptimizer(const NamedTensors& params, const GroupOf& group_of, const Factory& make_inner) {
   NamedTensors mine;
   for (const auto& [name, p] : params) {
+    Communicator& comm = group_of(name);
     UOE_CHECK(p.is_contiguous(), collective::where(comm, "zero"), "parameter '", name, "' must be contiguous");
-    Shard s{name, p, as_rows(p), {}, 0, {}};
+    Shard s{name, &comm, p, as_rows(p), {}, 0, {}};
     for (int r = 0; r < comm.size(); ++r) s.counts.push_back(rank_rows(s.rows.size(0), r, comm.size()).count);
     const RowRange own = rank_rows(s.rows.size(0), comm.rank(), comm.size());
     s.begin = own.begin;
@@ -46,7 +49,7 @@ void ZeroOptimizer::step(double lr) {
   }
   inner_->step(lr);
   steps_ = inner_->steps();
-  for (Shard& s : shards_) comm_.all_gather(s.mine, s.rows, s.counts);
+  for (Shard& s : shards_) s.comm->all_gather(s.mine, s.rows, s.counts);
 }
 
 NamedTensors ZeroOptimizer::state() const {
@@ -62,7 +65,7 @@ NamedTensors ZeroOptimizer::state() const {
       empty_rows[0] = 0;
       const Tensor part = s.mine.size(0) > 0 ? by_name.at(key) : empty(empty_rows, like);
       const Tensor full = empty(s.rows.shape(), like);
-      comm_.all_gather(part, full, s.counts);
+      s.comm->all_gather(part, full, s.counts);
       out.emplace_back(key, full.view(s.param.shape()));
     }
   }

@@ -20,10 +20,16 @@ namespace uoe::nn {
 // state() is collective (every rank must call it): it gathers the full, unsharded state under the inner
 // optimiser's names and shapes ("<param>.exp_avg", ..., "step"). load_state() takes such a full state and keeps
 // this rank's rows, so state saved at N ranks loads at any M, with or without ZeRO.
+//
+// With expert parallelism a parameter may be shared by fewer ranks (an expert shard is held by one rank of each
+// expert group): `group_of` names the communicator of the ranks that hold each parameter, across which it is
+// sharded; state() and load_state() then handle this rank's whole parameters (the expert slices).
 class ZeroOptimizer : public Optimizer {
  public:
   using Factory = std::function<std::unique_ptr<Optimizer>(const NamedTensors&)>;
+  using GroupOf = std::function<Communicator&(const std::string& param_name)>;
   ZeroOptimizer(const NamedTensors& params, Communicator& comm, const Factory& make_inner);
+  ZeroOptimizer(const NamedTensors& params, const GroupOf& group_of, const Factory& make_inner);
   void step(double lr) override;
   NamedTensors state() const override;
   void load_state(const std::map<std::string, Tensor>& state) override;
@@ -31,13 +37,13 @@ class ZeroOptimizer : public Optimizer {
  private:
   struct Shard {
     std::string name;
+    Communicator* comm;           // the ranks that share the parameter
     Tensor param;                 // the whole parameter
     Tensor rows;                  // the parameter as rows
     std::vector<int64_t> counts;  // rows of each rank
     int64_t begin = 0;            // this rank's first row
     Tensor mine;                  // this rank's rows of `rows` (what the inner optimiser updates)
   };
-  Communicator& comm_;
   std::vector<Shard> shards_;
   std::vector<std::string> slots_;  // the inner optimiser's per-parameter state names ("exp_avg", ...)
   std::unique_ptr<Optimizer> inner_;

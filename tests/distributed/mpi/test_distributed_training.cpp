@@ -145,28 +145,35 @@ TEST(DistributedTraining, ExpertParallelRejectsWhatItCannotSplit) {
 }
 
 TEST(DistributedTraining, ZeroCheckpointResumesAtTheSameAndAtOneRank) {
+  // Also with the experts split across the 2 ranks: the checkpoint holds every expert, gathered.
   const Fixture f = setup("dist_resume");
   const ModelConfig config = test::micro_config(FfnKind::UoE);
-  const std::string straight = f.dir + "/straight", split = f.dir + "/split", single = f.dir + "/single";
-  train(config, options(straight, 5, true), *f.data, *f.tok);
-  train(config, options(split, 3, true), *f.data, *f.tok);
-  if (world().rank() == 0) std::filesystem::copy(split, single, std::filesystem::copy_options::recursive);
-  world().barrier();
-  TrainOptions resume = options(split, 5, true);
-  resume.resume = true;
-  train(config, resume, *f.data, *f.tok);
-  if (world().rank() == 0) {
-    const auto want = metrics(straight), got = metrics(split);
-    ASSERT_EQ(got.size(), 5u);
-    for (size_t i = 0; i < want.size(); ++i)  // the same rank count: bit for bit
-      EXPECT_EQ(got[i].at("train_loss").as_double(), want[i].at("train_loss").as_double()) << "step " << i + 1;
-    LocalCommunicator one;
-    TrainOptions at_one = options(single, 5, false);
-    at_one.resume = true;
-    train(config, at_one, *f.data, *f.tok, one);
-    expect_close_losses(metrics(single), want, 2e-5);
+  for (int64_t ep : {1, 2}) {
+    const std::string run = f.dir + "/ep" + std::to_string(ep);
+    const std::string straight = run + "/straight", split = run + "/split", single = run + "/single";
+    train(config, options(straight, 5, true, ep), *f.data, *f.tok);
+    train(config, options(split, 3, true, ep), *f.data, *f.tok);
+    if (world().rank() == 0) std::filesystem::copy(split, single, std::filesystem::copy_options::recursive);
+    world().barrier();
+    TrainOptions resume = options(split, 5, true, ep);
+    resume.resume = true;
+    train(config, resume, *f.data, *f.tok);
+    if (world().rank() == 0) {
+      const auto want = metrics(straight), got = metrics(split);
+      ASSERT_EQ(got.size(), 5u);
+      for (size_t i = 0; i < want.size(); ++i)  // the same rank count: bit for bit
+        EXPECT_EQ(got[i].at("train_loss").as_double(), want[i].at("train_loss").as_double()) << "step " << i + 1;
+      const Checkpoint c = load_checkpoint(split + "/checkpoint");
+      const LanguageModel whole(config);
+      for (const auto& [name, t] : whole.state_dict()) EXPECT_EQ(c.model.at(name).shape(), t.shape()) << name;
+      LocalCommunicator one;
+      TrainOptions at_one = options(single, 5, false);
+      at_one.resume = true;
+      train(config, at_one, *f.data, *f.tok, one);
+      expect_close_losses(metrics(single), want, 2e-5);
+    }
+    world().barrier();
   }
-  world().barrier();
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// Expert parallelism under mpirun: for every FFN kind, a layer whose experts are split across the ranks (EP = 2),
-// each rank on its half of a batch, equals the one-process layer (EP = 1) on the whole batch in the forward output
-// and, once every gradient is summed over the ranks (data parallel), in every gradient.
+// Expert parallelism under mpirun: for every FFN kind, a layer whose experts are split across the ranks (EP = 2:
+// each rank holds half of them), each rank on its half of a batch, equals the one-process layer (EP = 1) on the
+// whole batch in the forward output and in every gradient: the expert slices' gradients, gathered, and the
+// replicated parameters' gradients, summed over the ranks (data parallel).
 #include <gtest/gtest.h>
 
 #include "core/rng.h"
@@ -29,7 +30,7 @@ Run run_layer(const nn::ModelConfig& c, Communicator* group, int64_t begin, int6
   const Tensor x_all = randn({kTokens, c.d_model}, f64), probe = randn({kTokens, c.d_model}, f64);
   Tensor x = x_all.narrow(0, begin, count).contiguous();
   x.requires_grad_(true);
-  ffn->expert_group = group;
+  if (group && ffn->experts()) ffn->shard_experts(*group);
   const Tensor y = ffn->forward(x);
   ops::sum(y * probe.narrow(0, begin, count)).backward();
   return {y.detach(), x.grad(), ffn->named_parameters()};
@@ -45,13 +46,43 @@ void expect_ep_equals_one_process(const nn::ModelConfig& c) {
   EXPECT_LT(max_rel_diff(ep.x_grad, ref.x_grad.narrow(0, begin, half)), 1e-6) << "input gradient";
   ASSERT_EQ(ep.params.size(), ref.params.size());
   for (size_t i = 0; i < ep.params.size(); ++i) {
-    const Tensor g = ep.params[i].second.grad().contiguous();
-    comm.all_reduce(g);  // data parallel: sum over the ranks
-    EXPECT_LT(max_rel_diff(g, ref.params[i].second.grad()), 1e-5) << "gradient of " << ep.params[i].first;
+    const auto& [name, p] = ep.params[i];
+    const Tensor g = p.grad().contiguous();
+    const bool slice = p.size(0) * comm.size() == ref.params[i].second.size(0) && p.dim() == 3;
+    Tensor whole = g;
+    if (slice) {  // this rank's experts: gather every rank's rows
+      Shape shape = g.shape();
+      shape[0] *= comm.size();
+      whole = empty(shape, TensorOptions{}.with_dtype(g.dtype()));
+      comm.all_gather(g, whole);
+    } else {
+      comm.all_reduce(whole);  // data parallel: sum over the ranks
+    }
+    EXPECT_LT(max_rel_diff(whole, ref.params[i].second.grad()), 1e-5) << "gradient of " << name;
   }
 }
 
-TEST(ExpertParallel, DenseIsUnchanged) { expect_ep_equals_one_process(micro_config(nn::FfnKind::Dense)); }
+TEST(ExpertParallel, DenseHasNoExpertsToShard) {
+  std::shared_ptr<nn::Ffn> dense = nn::make_ffn(micro_config(nn::FfnKind::Dense), 0.02);
+  EXPECT_THROW(dense->shard_experts(world()), Error);
+  expect_ep_equals_one_process(micro_config(nn::FfnKind::Dense));  // unsharded: plain data parallel
+}
+
+TEST(ExpertParallel, EachRankKeepsItsShareOfTheExperts) {
+  Communicator& comm = world();
+  const nn::ModelConfig c = micro_config(nn::FfnKind::UoE);
+  manual_seed(3);
+  std::shared_ptr<nn::Ffn> full = nn::make_ffn(c, 0.02);
+  manual_seed(3);
+  std::shared_ptr<nn::Ffn> shard = nn::make_ffn(c, 0.02);
+  shard->shard_experts(comm);
+  const int64_t n_local = c.ffn.n_experts / comm.size();
+  const nn::ExpertWeights &a = *full->experts(), &b = *shard->experts();
+  EXPECT_EQ(b.gate.size(0), n_local);
+  EXPECT_EQ(shard->num_parameters() * comm.size(), full->num_parameters());  // UoE: all its weights are experts
+  EXPECT_LT(max_rel_diff(b.up, a.up.narrow(0, comm.rank() * n_local, n_local)), 1e-12);
+  EXPECT_THROW(shard->shard_experts(comm), Error);  // once only
+}
 
 TEST(ExpertParallel, MoeEqualsOneProcess) { expect_ep_equals_one_process(micro_config(nn::FfnKind::MoE)); }
 
@@ -76,9 +107,13 @@ TEST(ExpertParallel, RankWithNoPairsJoinsTheExchanges) {
                             randn({n, d, D}, f64),  randn({n, D, d}, f64),  randn({T, n, dg}, f64)};
   comm.broadcast(values[0], 0);  // the same tokens on both ranks: the gradients of the experts add up over the ranks
   const Tensor indices = from_vector<int64_t>({0, 1, 1, -1, 0, 0, 1, 0, -1, -1, 1, 0}, {T, 2});
+  const int64_t n_local = n / comm.size(), first = comm.rank() * n_local;
   const auto run = [&](Communicator* group) {
-    std::vector<Tensor> in;  // fresh leaves
-    for (const Tensor& v : values) in.push_back(v.clone().requires_grad_(true));
+    std::vector<Tensor> in;  // fresh leaves; under expert parallelism this rank's slices of the expert weights
+    for (size_t i = 0; i < values.size(); ++i) {
+      const bool slice = group && i >= 2 && i <= 4;
+      in.push_back((slice ? values[i].narrow(0, first, n_local) : values[i]).clone().requires_grad_(true));
+    }
     const Tensor y = group ? nn::expert_parallel_ffn(*group, in[0], indices, in[1], in[2], in[3], in[4], 1, D, in[5])
                            : ops::expert_ffn(in[0], indices, in[1], in[2], in[3], in[4], 1, D, in[5]);
     ops::sum(y * y).backward();
@@ -89,10 +124,8 @@ TEST(ExpertParallel, RankWithNoPairsJoinsTheExchanges) {
   std::vector<Tensor> ref = run(nullptr), ep = run(&comm);
   EXPECT_LT(max_rel_diff(ep[0], ref[0]), 1e-12) << "forward output";
   for (size_t i = 1; i < ep.size(); ++i) {
-    if (i >= 3 && i <= 5) {  // expert weights: each rank holds the gradient of its own experts
-      comm.all_reduce(ep[i]);
-      ref[i].mul_(double(comm.size()));  // ...from both ranks' (identical) tokens
-    }
+    if (i >= 3 && i <= 5)  // this rank's experts, with the gradient of both ranks' (identical) tokens
+      ref[i] = ref[i].narrow(0, first, n_local) * double(comm.size());
     EXPECT_LT(max_rel_diff(ep[i], ref[i]), 1e-12) << "gradient of input " << i - 1;
   }
 }
