@@ -82,27 +82,36 @@ Tensor expert_parallel_ffn(Communicator& comm, const Tensor& x, const Tensor& in
                            const Tensor& gate_input) {
   const int64_t P = comm.size(), n_local = w_gate.size(0), n = P * n_local, T = x.size(0), K = indices.size(1),
                 d = x.size(1);
-  // The non-empty (token, slot) pairs, grouped by the rank owning their expert (stable within a rank).
+  // The non-empty (token, slot) pairs in expert order (stable): so grouped by the rank owning their expert, and
+  // within a rank by its local expert.
   const std::vector<int64_t> idx = indices.to(DType::Int64).to_vector<int64_t>();
-  std::vector<std::vector<int64_t>> by_rank(static_cast<size_t>(P));
+  std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(n));
   for (int64_t p = 0; p < T * K; ++p)
-    if (idx[size_t(p)] >= 0) by_rank[size_t(idx[size_t(p)] / n_local)].push_back(p);
-  std::vector<int64_t> pairs, tokens, experts, gate_rows, send_rows;
-  for (const std::vector<int64_t>& ps : by_rank) {
-    send_rows.push_back(int64_t(ps.size()));
+    if (idx[size_t(p)] >= 0) by_expert[size_t(idx[size_t(p)])].push_back(p);
+  std::vector<int64_t> pairs, tokens, gate_rows, send_rows(size_t(P), 0), send_counts;
+  for (int64_t e = 0; e < n; ++e) {
+    const std::vector<int64_t>& ps = by_expert[size_t(e)];
+    send_rows[size_t(e / n_local)] += int64_t(ps.size());
+    send_counts.push_back(int64_t(ps.size()));
     for (int64_t p : ps) {
-      const int64_t t = p / K, e = idx[size_t(p)];
       pairs.push_back(p);
-      tokens.push_back(t);
-      experts.push_back(e % n_local);  // the owner's local id
-      gate_rows.push_back(t * n + e);
+      tokens.push_back(p / K);
+      gate_rows.push_back(p / K * n + e);
     }
   }
-  // Pair counts: rank j tells every rank how many pairs it sends there.
-  const Tensor recv_counts = zeros({P}, TensorOptions{}.with_dtype(DType::Int64));
-  comm.all_to_all(from_vector(send_rows, {P}), std::vector<int64_t>(size_t(P), 1), recv_counts,
-                  std::vector<int64_t>(size_t(P), 1));
-  const std::vector<int64_t> recv_rows = recv_counts.to_vector<int64_t>();
+  // Pair counts per expert: rank j tells every rank how many pairs it sends to each of that rank's experts, which
+  // gives the rows to expect and each received pair's local expert.
+  const Tensor recv_counts = zeros({P * n_local}, TensorOptions{}.with_dtype(DType::Int64));
+  const std::vector<int64_t> per_rank(size_t(P), n_local);
+  comm.all_to_all(from_vector(send_counts, {P * n_local}), per_rank, recv_counts, per_rank);
+  const std::vector<int64_t> counts = recv_counts.to_vector<int64_t>();  // [P][n_local]
+  std::vector<int64_t> recv_rows(size_t(P), 0), local_experts;
+  for (int64_t j = 0; j < P; ++j)
+    for (int64_t e = 0; e < n_local; ++e) {
+      const int64_t c = counts[size_t(j * n_local + e)];
+      recv_rows[size_t(j)] += c;
+      local_experts.insert(local_experts.end(), size_t(c), e);
+    }
   const int64_t M = total(recv_rows);  // pairs this rank computes
 
   const Device dev = x.device();
@@ -114,8 +123,7 @@ Tensor expert_parallel_ffn(Communicator& comm, const Tensor& x, const Tensor& in
     payload = ops::cat({payload, ops::index_select(gate_input.reshape({T * n, dg}), 0, index_tensor(gate_rows, dev))},
                        1);
   const Tensor received = all_to_all(payload, comm, send_rows, recv_rows);
-  const Tensor x_in = received.narrow(1, 0, d);                                                 // [M, d]
-  const Tensor local_ids = exchange(index_tensor(experts, Device()), comm, send_rows, recv_rows);  // [M] int64
+  const Tensor x_in = received.narrow(1, 0, d);  // [M, d]
   Tensor y_out;  // [M, d]: each received pair through its expert, with weight 1
   if (M == 0) {
     // Still connected to `received`, so that this rank joins the backward exchange, and to the expert weights, so
@@ -124,7 +132,7 @@ Tensor expert_parallel_ffn(Communicator& comm, const Tensor& x, const Tensor& in
   } else {
     Tensor gate_in;  // [M, n_local, d_g]: the pair's own gate input at every local expert (only its own is read)
     if (gate_input.defined()) gate_in = received.narrow(1, d, dg).unsqueeze(1).expand({M, n_local, dg}).contiguous();
-    y_out = ops::expert_ffn(x_in.contiguous(), local_ids.view({M, 1}).to(dev),
+    y_out = ops::expert_ffn(x_in.contiguous(), index_tensor(local_experts, dev).view({M, 1}),
                             ones({M, 1}, TensorOptions{}.with_dtype(x.dtype()).with_device(dev)), w_gate, w_up, w_down,
                             r0, r1, gate_in);
   }

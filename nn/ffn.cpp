@@ -51,8 +51,20 @@ void Ffn::shard_experts(Communicator& group) {
 ExpertWeights Ffn::routing_parts(const ExpertWeights& w, int64_t r) const {
   ExpertWeights parts{w.gate.narrow(2, 0, r), w.up.narrow(2, 0, r), w.down.narrow(1, 0, r)};
   if (!expert_group_) return parts;
-  return {all_gather_rows(parts.gate.contiguous(), *expert_group_), all_gather_rows(parts.up.contiguous(), *expert_group_),
-          all_gather_rows(parts.down.contiguous(), *expert_group_)};
+  // One exchange for the three, each expert's parts side by side: [n_local, Σ sizes] -> [n, Σ sizes], cut apart.
+  const int64_t m = parts.gate.size(0);
+  std::vector<Tensor> flat;
+  for (const Tensor* t : {&parts.gate, &parts.up, &parts.down}) flat.push_back(t->reshape({m, t->numel() / m}));
+  const Tensor all = all_gather_rows(ops::cat(flat, 1), *expert_group_);
+  ExpertWeights gathered;
+  int64_t begin = 0;
+  for (auto [part, out] : {std::pair{&parts.gate, &gathered.gate}, {&parts.up, &gathered.up}, {&parts.down, &gathered.down}}) {
+    Shape shape = part->shape();
+    shape[0] = all.size(0);
+    *out = all.narrow(1, begin, part->numel() / m).reshape(shape);
+    begin += part->numel() / m;
+  }
+  return gathered;
 }
 
 Tensor Ffn::run_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& w,
