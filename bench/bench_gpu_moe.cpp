@@ -10,6 +10,7 @@
 #include <exception>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/rng.h"
@@ -102,12 +103,22 @@ BENCHMARK(BM_GpuAttentionBwdBf16)
 BENCHMARK(BM_GpuAttentionFwdF32)->Args({64, 1024})->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GpuAttentionBwdF32)->Args({64, 1024})->UseManualTime()->Unit(benchmark::kMillisecond);
 
-// ---- expert FFN: n = 8 experts, top-2, d = 1024, D = 2048, m tokens per expert (balanced), float32 with TF32 ------
-// Work (forward + backward) = 11 GEMMs of 2·P·d·D FLOPs (P = n·m pairs): forward H_g, H_p, O; backward recomputes
-// H_g, H_p, computes dY Wdᵀ, dWd, dWg, dWu, dX (two terms). The dense peer runs the same 11 GEMM shapes on one
-// block of P rows (no gather, SwiGLU or combine; one GEMM per shape instead of one per expert).
-void BM_GpuExpertFfn(benchmark::State& state) {
+// ---- expert FFN: n = 8 experts, top-2, d = 1024, D = 2048, m tokens per expert (balanced) ------------------------
+// float32 with TF32, or bfloat16 (float32 accumulation). Work (forward + backward) = 11 GEMMs of 2·P·d·D FLOPs
+// (P = n·m pairs): forward H_g, H_p, O; backward recomputes H_g, H_p, computes dY Wdᵀ, dWd, dWg, dWu, dX (two
+// terms). The dense peer runs the same 11 GEMM shapes on one block of P rows in the same dtype (no gather, SwiGLU
+// or combine; one GEMM per shape instead of one per expert).
+template <typename S>
+void gemm_as(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int64_t lda, const S* B, int64_t ldb,
+             float beta, S* C, int64_t ldc) {
+  if constexpr (std::is_same_v<S, BFloat16>) cuda::gemm_bf16(ta, tb, M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc);
+  else cuda::gemm<float>(ta, tb, M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc);
+}
+
+template <typename S>
+void run_expert_ffn(benchmark::State& state) {
   if (!have_gpu(state)) return;
+  constexpr bool bf16 = std::is_same_v<S, BFloat16>;
   const bool previous_tf32 = cuda::allow_tf32();
   try {
     const int64_t m = state.range(0), n = 8, K = 2, d = 1024, D = 2048, Tn = n * m / K, P = n * m;
@@ -118,17 +129,24 @@ void BM_GpuExpertFfn(benchmark::State& state) {
     for (int64_t i = 0; i < Tn * K; ++i) idx[size_t(i)] = i % n;  // slot k of token t -> expert (tK + k) % n
     const cpu::ExpertPlan plan = cpu::plan_experts(idx.data(), Tn, K, n);
     Generator gen{uint64_t(m)};
-    auto input = [&](const Shape& shape, double scale) { return (randn(shape, {}, &gen) * scale).to(kGpu); };
+    const DType dt = dtype_of<S>();
+    auto input = [&](const Shape& shape, double scale) { return (randn(shape, {}, &gen) * scale).to(dt).to(kGpu); };
     const Tensor x = input({Tn, d}, 1.0), w = input({Tn, K}, 0.5), wg = input({n, d, D}, 0.03),
                  wu = input({n, d, D}, 0.03), wd = input({n, D, d}, 0.03), dy = input({Tn, d}, 1.0);
-    const TensorOptions o = TensorOptions{}.with_device(kGpu);
+    const TensorOptions o = TensorOptions{}.with_dtype(dt).with_device(kGpu);
     const Tensor y = empty({Tn, d}, o), dx = empty({Tn, d}, o), dw = empty({Tn, K}, o), dwg = empty({n, d, D}, o),
                  dwu = empty({n, d, D}, o), dwd = empty({n, D, d}, o);
-    auto f = [](const Tensor& t) { return t.data_ptr<float>(); };
+    auto f = [](const Tensor& t) { return t.data_ptr<S>(); };
     const double seconds = time_with_events(state, [&] {
-      cuda::expert_ffn_forward<float>(s, plan, f(x), nullptr, f(w), f(wg), f(wu), f(wd), f(y));
-      cuda::expert_ffn_backward<float>(s, plan, f(x), nullptr, f(w), f(wg), f(wu), f(wd), f(dy), f(dx), f(dw), nullptr,
+      if constexpr (bf16) {
+        cuda::expert_ffn_forward_bf16(s, plan, f(x), nullptr, f(w), f(wg), f(wu), f(wd), f(y));
+        cuda::expert_ffn_backward_bf16(s, plan, f(x), nullptr, f(w), f(wg), f(wu), f(wd), f(dy), f(dx), f(dw), nullptr,
                                        f(dwg), f(dwu), f(dwd));
+      } else {
+        cuda::expert_ffn_forward<float>(s, plan, f(x), nullptr, f(w), f(wg), f(wu), f(wd), f(y));
+        cuda::expert_ffn_backward<float>(s, plan, f(x), nullptr, f(w), f(wg), f(wu), f(wd), f(dy), f(dx), f(dw),
+                                         nullptr, f(dwg), f(dwu), f(dwd));
+      }
     });
     const double flops = 11.0 * 2.0 * double(P) * double(d) * double(D);
     const double tflops = seconds > 0 ? flops * double(state.iterations()) / seconds * 1e-12 : 0.0;
@@ -139,17 +157,17 @@ void BM_GpuExpertFfn(benchmark::State& state) {
     const Tensor O = empty({P, d}, o), dX = empty({P, d}, o), dW1 = empty({d, D}, o), dW2 = empty({d, D}, o),
                  dW3 = empty({D, d}, o), H1 = empty({P, D}, o), H2 = empty({P, D}, o), H3 = empty({P, D}, o);
     auto dense_chain = [&] {
-      cuda::gemm<float>(false, false, P, D, d, 1.f, f(X), d, f(W1), D, 0.f, f(H1), D);   // H_g
-      cuda::gemm<float>(false, false, P, D, d, 1.f, f(X), d, f(W2), D, 0.f, f(H2), D);   // H_p
-      cuda::gemm<float>(false, false, P, d, D, 1.f, f(A), D, f(W3), d, 0.f, f(O), d);    // O
-      cuda::gemm<float>(false, false, P, D, d, 1.f, f(X), d, f(W1), D, 0.f, f(H1), D);   // recompute H_g
-      cuda::gemm<float>(false, false, P, D, d, 1.f, f(X), d, f(W2), D, 0.f, f(H2), D);   // recompute H_p
-      cuda::gemm<float>(false, true, P, D, d, 1.f, f(dY), d, f(W3), d, 0.f, f(H3), D);   // dY Wdᵀ
-      cuda::gemm<float>(true, false, D, d, P, 1.f, f(A), D, f(dY), d, 0.f, f(dW3), d);   // dWd
-      cuda::gemm<float>(true, false, d, D, P, 1.f, f(X), d, f(G), D, 0.f, f(dW1), D);    // dWg
-      cuda::gemm<float>(true, false, d, D, P, 1.f, f(X), d, f(Bm), D, 0.f, f(dW2), D);   // dWu
-      cuda::gemm<float>(false, true, P, d, D, 1.f, f(Bm), D, f(W2), D, 0.f, f(dX), d);   // dX from dH_p
-      cuda::gemm<float>(false, true, P, d, D, 1.f, f(G), D, f(W1), D, 1.f, f(dX), d);    // + dH_g Wgᵀ
+      gemm_as<S>(false, false, P, D, d, f(X), d, f(W1), D, 0.f, f(H1), D);   // H_g
+      gemm_as<S>(false, false, P, D, d, f(X), d, f(W2), D, 0.f, f(H2), D);   // H_p
+      gemm_as<S>(false, false, P, d, D, f(A), D, f(W3), d, 0.f, f(O), d);    // O
+      gemm_as<S>(false, false, P, D, d, f(X), d, f(W1), D, 0.f, f(H1), D);   // recompute H_g
+      gemm_as<S>(false, false, P, D, d, f(X), d, f(W2), D, 0.f, f(H2), D);   // recompute H_p
+      gemm_as<S>(false, true, P, D, d, f(dY), d, f(W3), d, 0.f, f(H3), D);   // dY Wdᵀ
+      gemm_as<S>(true, false, D, d, P, f(A), D, f(dY), d, 0.f, f(dW3), d);   // dWd
+      gemm_as<S>(true, false, d, D, P, f(X), d, f(G), D, 0.f, f(dW1), D);    // dWg
+      gemm_as<S>(true, false, d, D, P, f(X), d, f(Bm), D, 0.f, f(dW2), D);   // dWu
+      gemm_as<S>(false, true, P, d, D, f(Bm), D, f(W2), D, 0.f, f(dX), d);   // dX from dH_p
+      gemm_as<S>(false, true, P, d, D, f(G), D, f(W1), D, 1.f, f(dX), d);    // + dH_g Wgᵀ
     };
     for (int i = 0; i < 2; ++i) dense_chain();
     cuda::synchronize(0, "bench moe dense");
@@ -165,13 +183,16 @@ void BM_GpuExpertFfn(benchmark::State& state) {
     state.counters["TFLOP/s"] = tflops;
     state.counters["dense_TFLOP/s"] = dense_tflops;
     state.counters["ratio"] = dense_tflops > 0 ? tflops / dense_tflops : 0.0;
-    state.SetLabel("f32+tf32 n=8 K=2 d=1024 D=2048 m=" + std::to_string(m));
+    state.SetLabel(std::string(bf16 ? "bf16" : "f32+tf32") + " n=8 K=2 d=1024 D=2048 m=" + std::to_string(m));
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
   cuda::set_allow_tf32(previous_tf32);
 }
-BENCHMARK(BM_GpuExpertFfn)->Arg(512)->Arg(1024)->Arg(2048)->Arg(4096)->UseManualTime()->Unit(benchmark::kMillisecond);
+void BM_GpuExpertFfn(benchmark::State& state) { run_expert_ffn<float>(state); }
+void BM_GpuExpertFfnBf16(benchmark::State& state) { run_expert_ffn<BFloat16>(state); }
+BENCHMARK(BM_GpuExpertFfn)->Arg(512)->Arg(2048)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GpuExpertFfnBf16)->Arg(512)->Arg(1024)->Arg(2048)->Arg(4096)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 #endif

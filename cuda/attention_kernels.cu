@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "cuda/check.h"
 #include "cuda/launch.h"
+#include "cuda/storage_access.cuh"
 #include "cuda/stream.h"
 
 namespace uoe::cuda {
@@ -27,23 +28,6 @@ __device__ __forceinline__ int rows_in_tile(int64_t total, int64_t start, int bm
   return total - start < bm ? int(total - start) : bm;
 }
 
-// ---- storage <-> compute conversions ------------------------------------------------------------------------
-template <typename C, typename S>
-__device__ __forceinline__ C load_as(const S* p) {
-  return C(*p);
-}
-template <>
-__device__ __forceinline__ float load_as<float, __nv_bfloat16>(const __nv_bfloat16* p) {
-  return __bfloat162float(*p);
-}
-template <typename S, typename C>
-__device__ __forceinline__ void store_as(S* p, C v) {
-  *p = S(v);
-}
-template <>
-__device__ __forceinline__ void store_as<__nv_bfloat16, float>(__nv_bfloat16* p, float v) {
-  *p = __float2bfloat16_rn(v);
-}
 __device__ __forceinline__ float ex(float x) { return expf(x); }
 __device__ __forceinline__ double ex(double x) { return exp(x); }
 __device__ __forceinline__ float ln(float x) { return logf(x); }

@@ -6,13 +6,15 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "core/allocator.h"
 #include "core/error.h"
 #include "cuda/check.h"
-#include "cuda/launch.h"
 #include "cuda/gemm.h"
+#include "cuda/launch.h"
+#include "cuda/storage_access.cuh"
 #include "cuda/stream.h"
 
 namespace uoe::cuda {
@@ -44,17 +46,26 @@ void zero_2d(const LaunchContext& c, T* p, int64_t pitch, int64_t width, int64_t
                                        c.stream));
 }
 
-// C = op(A) op(B) + beta C through cuda::gemm, with the empty cases handled here: M or N == 0 writes nothing;
-// K == 0 gives C = beta C (zeros for beta == 0).
-template <typename T>
-void mm(const LaunchContext& c, const char* op, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
-        const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+// uoe::BFloat16 <-> __nv_bfloat16 pointers (the same 16 bits).
+const __nv_bfloat16* nv(const BFloat16* p) { return reinterpret_cast<const __nv_bfloat16*>(p); }
+__nv_bfloat16* nv(BFloat16* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
+const BFloat16* ub(const __nv_bfloat16* p) { return reinterpret_cast<const BFloat16*>(p); }
+BFloat16* ub(__nv_bfloat16* p) { return reinterpret_cast<BFloat16*>(p); }
+
+// C = op(A) op(B) + beta C through cuda::gemm (bfloat16: cuda::gemm_bf16, float32 accumulation), with the empty
+// cases handled here: M or N == 0 writes nothing; K == 0 gives C = beta C (zeros for beta == 0).
+template <typename S>
+void mm(const LaunchContext& c, const char* op, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int64_t lda,
+        const S* B, int64_t ldb, compute_t<S> beta, S* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   if (K == 0) {
-    if (beta == T(0)) zero_2d(c, C, ldc, N, M, op);
+    if (beta == 0) zero_2d(c, C, ldc, N, M, op);
     return;
   }
-  gemm<T>(ta, tb, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
+  if constexpr (std::is_same_v<S, __nv_bfloat16>)
+    gemm_bf16(ta, tb, M, N, K, 1.0f, ub(A), lda, ub(B), ldb, beta, ub(C), ldc);
+  else
+    gemm<S>(ta, tb, M, N, K, S(1), A, lda, B, ldb, beta, C, ldc);
 }
 
 // Deterministic sum of n doubles (one block, fixed per-thread strides and a fixed tree); synchronises.
@@ -309,75 +320,79 @@ __global__ void gather_rows_kernel(int64_t P, int64_t K, int64_t n, int64_t d, i
 }
 
 // hg <- silu(hg) * hp                                                                           hg, hp: [count]
-template <typename T>
-__global__ void swiglu_forward_kernel(int64_t count, T* hg, const T* hp) {
+template <typename S>
+__global__ void swiglu_forward_kernel(int64_t count, S* hg, const S* hp) {
+  using C = compute_t<S>;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count; e += int64_t(gridDim.x) * blockDim.x)
-    hg[e] = silu(hg[e]) * hp[e];
+    store_as(hg + e, silu(load_as<C>(hg + e)) * load_as<C>(hp + e));
 }
 
 // One warp per sorted row (as swiglu_backward_row on the CPU). In: hg = H_g, hp = H_p, g = dY Wd^T, ws = routing
 // weight. Out: g <- w A, hg <- dH_g, hp <- dH_p, dweights[pair] = <A, g> (fixed lane split and shuffle tree).
-template <typename T>
-__global__ void swiglu_backward_kernel(int64_t P, int64_t R, const T* ws, T* hg, T* hp, T* g, PlanView pv,
-                                       T* dweights) {
+template <typename S>
+__global__ void swiglu_backward_kernel(int64_t P, int64_t R, const S* ws, S* hg, S* hp, S* g, PlanView pv,
+                                       S* dweights) {
+  using C = compute_t<S>;
   const int lane = threadIdx.x & 31, warps = blockDim.x / 32;
   for (int64_t i = blockIdx.x * int64_t(warps) + threadIdx.x / 32; i < P; i += int64_t(gridDim.x) * warps) {
-    const T w = ws[i];
-    T *hgi = hg + i * R, *hpi = hp + i * R, *gi = g + i * R;
-    T dot = T(0);
+    const C w = load_as<C>(ws + i);
+    S *hgi = hg + i * R, *hpi = hp + i * R, *gi = g + i * R;
+    C dot = C(0);
     for (int64_t j = lane; j < R; j += 32) {
-      const T h = hgi[j], p = hpi[j], gj = gi[j];
-      const T sl = silu(h);
-      const T a = sl * p;
+      const C h = load_as<C>(hgi + j), p = load_as<C>(hpi + j), gj = load_as<C>(gi + j);
+      const C sl = silu(h);
+      const C a = sl * p;
       dot += a * gj;
-      const T da = w * gj;
-      gi[j] = w * a;
-      hgi[j] = da * p * silu_grad(h);
-      hpi[j] = da * sl;
+      const C da = w * gj;
+      store_as(gi + j, w * a);
+      store_as(hgi + j, da * p * silu_grad(h));
+      store_as(hpi + j, da * sl);
     }
     for (int off = 16; off > 0; off /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, off);
-    if (dweights && lane == 0) dweights[pv.pair[i]] = dot;
+    if (dweights && lane == 0) store_as(dweights + pv.pair[i], dot);
   }
 }
 
 // y_t = sum_k w_{t,k} o[row(t,k)], slots in k order. One block per token, threads over the columns.
-template <typename T>
-__global__ void combine_kernel(int64_t T_, int64_t K, int64_t d, PlanView pv, const T* weights, const T* o, T* y) {
+template <typename S>
+__global__ void combine_kernel(int64_t T_, int64_t K, int64_t d, PlanView pv, const S* weights, const S* o, S* y) {
+  using C = compute_t<S>;
   for (int64_t t = blockIdx.x; t < T_; t += gridDim.x)
     for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
-      T acc = T(0);
+      C acc = C(0);
       for (int64_t k = 0; k < K; ++k) {
         const int64_t r = pv.row[t * K + k];
-        if (r >= 0) acc += weights[t * K + k] * o[r * d + c];
+        if (r >= 0) acc += load_as<C>(weights + t * K + k) * load_as<C>(o + r * d + c);
       }
-      y[t * d + c] = acc;
+      store_as(y + t * d + c, acc);
     }
 }
 
 // Per token, slots in k order: dx_t = sum_k dxs[row]; dgate[t, e] = sum_{k: expert e} dgs[row] (0 for
 // unselected experts); dweights of empty slots = 0. Nullable outputs are skipped.
-template <typename T>
+template <typename S>
 __global__ void scatter_back_kernel(int64_t T_, int64_t K, int64_t n, int64_t d, int64_t dg, PlanView pv,
-                                    const T* dxs, T* dx, const T* dgs, T* dgate, T* dweights) {
+                                    const S* dxs, S* dx, const S* dgs, S* dgate, S* dweights) {
+  using C = compute_t<S>;
   for (int64_t t = blockIdx.x; t < T_; t += gridDim.x) {
     const int64_t* rows = pv.row + t * K;
     if (dweights)
       for (int64_t k = threadIdx.x; k < K; k += blockDim.x)
-        if (rows[k] < 0) dweights[t * K + k] = T(0);
+        if (rows[k] < 0) store_as(dweights + t * K + k, C(0));
     if (dx)
       for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
-        T acc = T(0);
+        C acc = C(0);
         for (int64_t k = 0; k < K; ++k)
-          if (rows[k] >= 0) acc += dxs[rows[k] * d + c];
-        dx[t * d + c] = acc;
+          if (rows[k] >= 0) acc += load_as<C>(dxs + rows[k] * d + c);
+        store_as(dx + t * d + c, acc);
       }
     if (dgate)
       for (int64_t j = threadIdx.x; j < n * dg; j += blockDim.x) {
         const int64_t e = j / dg, c = j % dg;
-        T acc = T(0);
+        C acc = C(0);
         for (int64_t k = 0; k < K; ++k)
-          if (rows[k] >= 0 && pv.row_expert[rows[k]] == e) acc += dgs[rows[k] * dg + c];
-        dgate[t * n * dg + j] = acc;
+          if (rows[k] >= 0 && pv.row_expert[rows[k]] == e) acc += load_as<C>(dgs + rows[k] * dg + c);
+        store_as(dgate + t * n * dg + j, acc);
       }
   }
 }
@@ -503,9 +518,12 @@ double load_balance_forward(int64_t rows, int64_t n, const T* probs, const int64
 }
 
 // ---- grouped SwiGLU experts -------------------------------------------------------------------------------
-template <typename T>
-void expert_ffn_forward(const ExpertShape& s, const ExpertPlan& plan, const T* x, const T* gate, const T* weights,
-                        const T* wg, const T* wu, const T* wd, T* y) {
+namespace {
+
+// expert_ffn on storage S (float, double, or __nv_bfloat16 computed in float32 with bfloat16 GEMMs).
+template <typename S>
+void expert_forward(const ExpertShape& s, const ExpertPlan& plan, const S* x, const S* gate, const S* weights,
+                    const S* wg, const S* wu, const S* wd, S* y) {
   const char* op = "expert_ffn";
   check_plan(s, plan, op);
   if (s.T == 0 || s.d == 0) return;
@@ -514,35 +532,35 @@ void expert_ffn_forward(const ExpertShape& s, const ExpertPlan& plan, const T* x
   if (P == 0 || R == 0) return zero(c, y, s.T * d, op);  // no pair or no neuron contributes
   const DevicePlan dp(c, s, plan, op);
   // Gathered rows and per-row activations.              xs, o: [P, d]; gs: [P, dg]; hg, hp: [P, R]
-  DeviceBuffer xs = buffer<T>(c, P * d), gs = buffer<T>(c, gate ? P * dg : 0), hg = buffer<T>(c, P * R),
-               hp = buffer<T>(c, P * R), o = buffer<T>(c, P * d);
-  gather_rows_kernel<T><<<row_blocks(P), kThreads, 0, c.stream>>>(P, s.K, s.n, d, dg, dp.view, x, xs.get<T>(), gate,
-                                                                  gs.get<T>(), nullptr, nullptr, nullptr, nullptr);
+  DeviceBuffer xs = buffer<S>(c, P * d), gs = buffer<S>(c, gate ? P * dg : 0), hg = buffer<S>(c, P * R),
+               hp = buffer<S>(c, P * R), o = buffer<S>(c, P * d);
+  gather_rows_kernel<S><<<row_blocks(P), kThreads, 0, c.stream>>>(P, s.K, s.n, d, dg, dp.view, x, xs.get<S>(), gate,
+                                                                  gs.get<S>(), nullptr, nullptr, nullptr, nullptr);
   check_launch(op);
-  const T* G = gate ? gs.get<T>() : xs.get<T>();
+  const S* G = gate ? gs.get<S>() : xs.get<S>();
   for (int64_t e = 0; e < s.n; ++e) {  // H_g = G_e Wg[e][:, r0:r1], H_p = X_e Wu[e][:, r0:r1]
     const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
     if (m == 0) continue;
-    mm<T>(c, op, false, false, m, R, dg, G + off * dg, dg, wg + e * dg * D + s.r0, D, T(0), hg.get<T>() + off * R, R);
-    mm<T>(c, op, false, false, m, R, d, xs.get<T>() + off * d, d, wu + e * d * D + s.r0, D, T(0),
-          hp.get<T>() + off * R, R);
+    mm<S>(c, op, false, false, m, R, dg, G + off * dg, dg, wg + e * dg * D + s.r0, D, 0, hg.get<S>() + off * R, R);
+    mm<S>(c, op, false, false, m, R, d, xs.get<S>() + off * d, d, wu + e * d * D + s.r0, D, 0,
+          hp.get<S>() + off * R, R);
   }
-  swiglu_forward_kernel<T><<<blocks_for(P * R), kThreads, 0, c.stream>>>(P * R, hg.get<T>(), hp.get<T>());
+  swiglu_forward_kernel<S><<<blocks_for(P * R), kThreads, 0, c.stream>>>(P * R, hg.get<S>(), hp.get<S>());
   check_launch(op);
   for (int64_t e = 0; e < s.n; ++e) {  // O_e = A_e Wd[e][r0:r1, :]
     const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
     if (m == 0) continue;
-    mm<T>(c, op, false, false, m, d, R, hg.get<T>() + off * R, R, wd + (e * D + s.r0) * d, d, T(0),
-          o.get<T>() + off * d, d);
+    mm<S>(c, op, false, false, m, d, R, hg.get<S>() + off * R, R, wd + (e * D + s.r0) * d, d, 0,
+          o.get<S>() + off * d, d);
   }
-  combine_kernel<T><<<row_blocks(s.T), kThreads, 0, c.stream>>>(s.T, s.K, d, dp.view, weights, o.get<T>(), y);
+  combine_kernel<S><<<row_blocks(s.T), kThreads, 0, c.stream>>>(s.T, s.K, d, dp.view, weights, o.get<S>(), y);
   check_launch(op);
 }
 
-template <typename T>
-void expert_ffn_backward(const ExpertShape& s, const ExpertPlan& plan, const T* x, const T* gate, const T* weights,
-                         const T* wg, const T* wu, const T* wd, const T* dy, T* dx, T* dweights, T* dgate, T* dwg,
-                         T* dwu, T* dwd) {
+template <typename S>
+void expert_backward(const ExpertShape& s, const ExpertPlan& plan, const S* x, const S* gate, const S* weights,
+                     const S* wg, const S* wu, const S* wd, const S* dy, S* dx, S* dweights, S* dgate, S* dwg, S* dwu,
+                     S* dwd) {
   const char* op = "expert_ffn backward";
   check_plan(s, plan, op);
   if (!gate) dgate = nullptr;
@@ -558,51 +576,80 @@ void expert_ffn_backward(const ExpertShape& s, const ExpertPlan& plan, const T* 
   }
   const DevicePlan dp(c, s, plan, op);
   // Gathered per sorted row: inputs, dy, routing weight; activations and their gradients.
-  DeviceBuffer xs = buffer<T>(c, P * d), gs = buffer<T>(c, gate ? P * dg : 0), dys = buffer<T>(c, P * d),
-               ws = buffer<T>(c, P), hg = buffer<T>(c, P * R), hp = buffer<T>(c, P * R), gb = buffer<T>(c, P * R),
-               dxs = buffer<T>(c, dx ? P * d : 0), dgs = buffer<T>(c, dgate ? P * dg : 0);
-  gather_rows_kernel<T><<<row_blocks(P), kThreads, 0, c.stream>>>(P, K, n, d, dg, dp.view, x, xs.get<T>(), gate,
-                                                                  gs.get<T>(), dy, dys.get<T>(), weights, ws.get<T>());
+  DeviceBuffer xs = buffer<S>(c, P * d), gs = buffer<S>(c, gate ? P * dg : 0), dys = buffer<S>(c, P * d),
+               ws = buffer<S>(c, P), hg = buffer<S>(c, P * R), hp = buffer<S>(c, P * R), gb = buffer<S>(c, P * R),
+               dxs = buffer<S>(c, dx ? P * d : 0), dgs = buffer<S>(c, dgate ? P * dg : 0);
+  gather_rows_kernel<S><<<row_blocks(P), kThreads, 0, c.stream>>>(P, K, n, d, dg, dp.view, x, xs.get<S>(), gate,
+                                                                  gs.get<S>(), dy, dys.get<S>(), weights, ws.get<S>());
   check_launch(op);
-  const T* G = gate ? gs.get<T>() : xs.get<T>();
+  const S* G = gate ? gs.get<S>() : xs.get<S>();
   for (int64_t e = 0; e < n; ++e) {  // recompute H_g, H_p; gb = dY_e Wd[e][r0:r1, :]^T
     const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
     if (m == 0) continue;
-    mm<T>(c, op, false, false, m, R, dg, G + off * dg, dg, wg + e * dg * D + s.r0, D, T(0), hg.get<T>() + off * R, R);
-    mm<T>(c, op, false, false, m, R, d, xs.get<T>() + off * d, d, wu + e * d * D + s.r0, D, T(0),
-          hp.get<T>() + off * R, R);
-    mm<T>(c, op, false, true, m, R, d, dys.get<T>() + off * d, d, wd + (e * D + s.r0) * d, d, T(0),
-          gb.get<T>() + off * R, R);
+    mm<S>(c, op, false, false, m, R, dg, G + off * dg, dg, wg + e * dg * D + s.r0, D, 0, hg.get<S>() + off * R, R);
+    mm<S>(c, op, false, false, m, R, d, xs.get<S>() + off * d, d, wu + e * d * D + s.r0, D, 0,
+          hp.get<S>() + off * R, R);
+    mm<S>(c, op, false, true, m, R, d, dys.get<S>() + off * d, d, wd + (e * D + s.r0) * d, d, 0,
+          gb.get<S>() + off * R, R);
   }
   {  // gb <- w A, hg <- dH_g, hp <- dH_p, dweights of the selected slots
     const int warps = kThreads / 32;
     const unsigned blocks = unsigned(std::clamp<int64_t>((P + warps - 1) / warps, 1, int64_t(1) << 20));
-    swiglu_backward_kernel<T><<<blocks, kThreads, 0, c.stream>>>(P, R, ws.get<T>(), hg.get<T>(), hp.get<T>(),
-                                                                 gb.get<T>(), dp.view, dweights);
+    swiglu_backward_kernel<S><<<blocks, kThreads, 0, c.stream>>>(P, R, ws.get<S>(), hg.get<S>(), hp.get<S>(),
+                                                                 gb.get<S>(), dp.view, dweights);
     check_launch(op);
   }
   for (int64_t e = 0; e < n; ++e) {
     const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
     if (m == 0) continue;  // its weight gradients were zeroed above
-    const T *Ge = G + off * dg, *Xe = xs.get<T>() + off * d, *dYe = dys.get<T>() + off * d;
-    const T *hge = hg.get<T>() + off * R, *hpe = hp.get<T>() + off * R, *gbe = gb.get<T>() + off * R;
-    const T *wge = wg + e * dg * D + s.r0, *wue = wu + e * d * D + s.r0;
+    const S *Ge = G + off * dg, *Xe = xs.get<S>() + off * d, *dYe = dys.get<S>() + off * d;
+    const S *hge = hg.get<S>() + off * R, *hpe = hp.get<S>() + off * R, *gbe = gb.get<S>() + off * R;
+    const S *wge = wg + e * dg * D + s.r0, *wue = wu + e * d * D + s.r0;
     // Weight gradients over this expert's rows: dWd = (w A)^T dY, dWg = G^T dH_g, dWu = X^T dH_p.
-    if (dwd) mm<T>(c, op, true, false, R, d, m, gbe, R, dYe, d, T(0), dwd + (e * D + s.r0) * d, d);
-    if (dwg) mm<T>(c, op, true, false, dg, R, m, Ge, dg, hge, R, T(0), dwg + e * dg * D + s.r0, D);
-    if (dwu) mm<T>(c, op, true, false, d, R, m, Xe, d, hpe, R, T(0), dwu + e * d * D + s.r0, D);
+    if (dwd) mm<S>(c, op, true, false, R, d, m, gbe, R, dYe, d, 0, dwd + (e * D + s.r0) * d, d);
+    if (dwg) mm<S>(c, op, true, false, dg, R, m, Ge, dg, hge, R, 0, dwg + e * dg * D + s.r0, D);
+    if (dwu) mm<S>(c, op, true, false, d, R, m, Xe, d, hpe, R, 0, dwu + e * d * D + s.r0, D);
     // dX_e = dH_p Wu^T (+ dH_g Wg^T, or that term into dG_e with a gate input)
-    if (dx) mm<T>(c, op, false, true, m, d, R, hpe, R, wue, D, T(0), dxs.get<T>() + off * d, d);
+    if (dx) mm<S>(c, op, false, true, m, d, R, hpe, R, wue, D, 0, dxs.get<S>() + off * d, d);
     if (dgate)
-      mm<T>(c, op, false, true, m, dg, R, hge, R, wge, D, T(0), dgs.get<T>() + off * dg, dg);
+      mm<S>(c, op, false, true, m, dg, R, hge, R, wge, D, 0, dgs.get<S>() + off * dg, dg);
     else if (dx && !gate)
-      mm<T>(c, op, false, true, m, d, R, hge, R, wge, D, T(1), dxs.get<T>() + off * d, d);
+      mm<S>(c, op, false, true, m, d, R, hge, R, wge, D, 1, dxs.get<S>() + off * d, d);
   }
   if ((dx || dgate || dweights) && s.T > 0) {
-    scatter_back_kernel<T><<<row_blocks(s.T), kThreads, 0, c.stream>>>(s.T, K, n, d, dg, dp.view, dxs.get<T>(), dx,
-                                                                       dgs.get<T>(), dgate, dweights);
+    scatter_back_kernel<S><<<row_blocks(s.T), kThreads, 0, c.stream>>>(s.T, K, n, d, dg, dp.view, dxs.get<S>(), dx,
+                                                                       dgs.get<S>(), dgate, dweights);
     check_launch(op);
   }
+}
+
+}  // namespace
+
+template <typename T>
+void expert_ffn_forward(const ExpertShape& s, const ExpertPlan& plan, const T* x, const T* gate, const T* weights,
+                        const T* wg, const T* wu, const T* wd, T* y) {
+  expert_forward(s, plan, x, gate, weights, wg, wu, wd, y);
+}
+
+template <typename T>
+void expert_ffn_backward(const ExpertShape& s, const ExpertPlan& plan, const T* x, const T* gate, const T* weights,
+                         const T* wg, const T* wu, const T* wd, const T* dy, T* dx, T* dweights, T* dgate, T* dwg,
+                         T* dwu, T* dwd) {
+  expert_backward(s, plan, x, gate, weights, wg, wu, wd, dy, dx, dweights, dgate, dwg, dwu, dwd);
+}
+
+void expert_ffn_forward_bf16(const ExpertShape& s, const ExpertPlan& plan, const BFloat16* x, const BFloat16* gate,
+                             const BFloat16* weights, const BFloat16* wg, const BFloat16* wu, const BFloat16* wd,
+                             BFloat16* y) {
+  expert_forward(s, plan, nv(x), nv(gate), nv(weights), nv(wg), nv(wu), nv(wd), nv(y));
+}
+
+void expert_ffn_backward_bf16(const ExpertShape& s, const ExpertPlan& plan, const BFloat16* x, const BFloat16* gate,
+                              const BFloat16* weights, const BFloat16* wg, const BFloat16* wu, const BFloat16* wd,
+                              const BFloat16* dy, BFloat16* dx, BFloat16* dweights, BFloat16* dgate, BFloat16* dwg,
+                              BFloat16* dwu, BFloat16* dwd) {
+  expert_backward(s, plan, nv(x), nv(gate), nv(weights), nv(wg), nv(wu), nv(wd), nv(dy), nv(dx), nv(dweights),
+                  nv(dgate), nv(dwg), nv(dwu), nv(dwd));
 }
 
 #define UOE_CUDA_EXPERT_INSTANTIATE(T)                                                                                \

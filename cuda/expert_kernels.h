@@ -1,8 +1,10 @@
 // uoe::cuda MoE kernels: the CUDA mirror of ops/cpu/expert_kernels.h (routing, group L2 norm, router losses,
-// dropless grouped SwiGLU experts), name for name and signature for signature, on device pointers.
+// dropless grouped SwiGLU experts), name for name and signature for signature, on device pointers; the experts
+// also natively in bfloat16.
 #pragma once
 #include <cstdint>
 
+#include "core/half.h"
 #include "ops/cpu/expert_kernels.h"
 
 // Conventions (besides those of ops/cpu/expert_kernels.h, whose semantics every kernel here repeats):
@@ -57,6 +59,15 @@ template <typename T>
 void expert_ffn_backward(const ExpertShape& s, const ExpertPlan& plan, const T* x, const T* gate, const T* weights,
                          const T* wg, const T* wu, const T* wd, const T* dy, T* dx, T* dweights, T* dgate, T* dwg,
                          T* dwu, T* dwd);
+// The same on bfloat16 storage: bfloat16 GEMMs with float32 accumulation (cuda::gemm_bf16), SwiGLU, combine and
+// the per-token sums computed in float32; activations between the GEMMs are kept in bfloat16.
+void expert_ffn_forward_bf16(const ExpertShape& s, const ExpertPlan& plan, const BFloat16* x, const BFloat16* gate,
+                             const BFloat16* weights, const BFloat16* wg, const BFloat16* wu, const BFloat16* wd,
+                             BFloat16* y);
+void expert_ffn_backward_bf16(const ExpertShape& s, const ExpertPlan& plan, const BFloat16* x, const BFloat16* gate,
+                              const BFloat16* weights, const BFloat16* wg, const BFloat16* wu, const BFloat16* wd,
+                              const BFloat16* dy, BFloat16* dx, BFloat16* dweights, BFloat16* dgate, BFloat16* dwg,
+                              BFloat16* dwu, BFloat16* dwd);
 
 #define UOE_CUDA_EXPERT_EXTERN(T)                                                                                  \
   extern template void route_forward<T>(const RouteSpec&, const T*, int64_t*, T*, T*);                             \

@@ -24,12 +24,6 @@ Tensor new_bthd(const Shape& bhtd, const Tensor& like_t) {
   return empty({bhtd[0], bhtd[2], bhtd[1], bhtd[3]}, like(like_t)).transpose(1, 2);
 }
 
-#if UOE_WITH_CUDA
-// bf16 on a GPU: the CUDA bf16 kernels take bf16 operands directly (float32 lse, tensor cores where they apply);
-// everything else computes in float32 / float64.
-bool native_bf16(const Tensor& q) { return q.is_cuda() && q.dtype() == DType::BFloat16; }
-#endif
-
 struct AttentionBackward final : autograd::Node {
   cpu::AttnShape shape;
   explicit AttentionBackward(cpu::AttnShape s) : shape(s) {}
@@ -85,7 +79,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   const cpu::AttnShape shape{B, H, Hkv, T, Dh, scale > 0 ? scale : 1.0 / std::sqrt(double(std::max<int64_t>(Dh, 1))),
                              causal};
 #if UOE_WITH_CUDA
-  if (native_bf16(q_in)) {
+  if (native_bf16(q_in)) {  // bf16 operands directly, float32 lse, tensor cores where they apply
     const Tensor q = head_dim_contiguous(q_in), k = head_dim_contiguous(k_in), v = head_dim_contiguous(v_in);
     Tensor out = new_bthd(q.shape(), q);
     Tensor lse = empty({B, H, T}, TensorOptions{}.with_dtype(DType::Float32).with_device(q.device()));

@@ -71,16 +71,15 @@ Tensor matmul_2d_or_batched(const Tensor& a, const Tensor& b) {
   Shape out_shape = batch;
   out_shape.push_back(M);
   out_shape.push_back(N);
-  // bfloat16 on a GPU runs natively (bf16 operands, float32 accumulation); other reduced floats compute in f32.
-  const bool native_bf16 = a.is_cuda() && a.dtype() == DType::BFloat16;
-  const Tensor ac = native_bf16 ? a : compute_view(a), bc = native_bf16 ? b : compute_view(b);
+  const bool native = native_bf16(a);
+  const Tensor ac = native ? a : compute_view(a), bc = native ? b : compute_view(b);
   Tensor out = empty(out_shape, like(ac));
   if (out.numel() == 0) return restore_dtype(out, a.dtype());
   const GemmOperand A = gemm_operand(ac, batch), B = gemm_operand(bc, batch);
   if (ac.is_cuda()) {
 #if UOE_WITH_CUDA
     cuda::DeviceGuard guard(ac.device().index);
-    if (native_bf16) {
+    if (native) {
       cuda::gemm_batched_bf16(nbatch, A.trans, B.trans, M, N, K, 1.0f, A.keep.data_ptr<BFloat16>(), A.ld,
                               A.batch_stride, B.keep.data_ptr<BFloat16>(), B.ld, B.batch_stride, 0.0f,
                               out.data_ptr<BFloat16>(), N, M * N);

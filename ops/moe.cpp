@@ -165,19 +165,29 @@ struct ExpertFfnBackward final : autograd::Node {
   std::vector<Tensor> apply(const Tensor& g_in) override {
     const Tensor x = saved(0), w = saved(1), wg = saved(2), wu = saved(3), wd = saved(4), gate = saved(5);
     const OnDevice on_device(x);
-    const Tensor g = prep(g_in);  // [T, d]
+    const bool native = native_bf16(x);  // saved in bfloat16: the bfloat16 kernels
+    const Tensor g = native ? g_in.to(DType::BFloat16).contiguous() : prep(g_in);  // [T, d]
     auto grad_if = [&](size_t i, const Tensor& like_t) {
       return next[i] && like_t.defined() ? empty(like_t.shape(), like(like_t)) : Tensor();
     };
     Tensor dx = grad_if(0, x), dw = grad_if(2, w), dwg = grad_if(3, wg), dwu = grad_if(4, wu), dwd = grad_if(5, wd),
            dgate = grad_if(6, gate);
-    dispatch_float(x.dtype(), "expert_ffn", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      UOE_KERNEL(x, expert_ffn_backward<T>(shape, *plan, x.data_ptr<T>(), cptr<T>(gate), w.data_ptr<T>(),
-                                           wg.data_ptr<T>(), wu.data_ptr<T>(), wd.data_ptr<T>(), g.data_ptr<T>(),
-                                           mptr<T>(dx), mptr<T>(dw), mptr<T>(dgate), mptr<T>(dwg), mptr<T>(dwu),
-                                           mptr<T>(dwd)));
-    });
+    if (native) {
+#if UOE_WITH_CUDA
+      using B = BFloat16;
+      cuda::expert_ffn_backward_bf16(shape, *plan, x.data_ptr<B>(), cptr<B>(gate), w.data_ptr<B>(), wg.data_ptr<B>(),
+                                     wu.data_ptr<B>(), wd.data_ptr<B>(), g.data_ptr<B>(), mptr<B>(dx), mptr<B>(dw),
+                                     mptr<B>(dgate), mptr<B>(dwg), mptr<B>(dwu), mptr<B>(dwd));
+#endif
+    } else {
+      dispatch_float(x.dtype(), "expert_ffn", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        UOE_KERNEL(x, expert_ffn_backward<T>(shape, *plan, x.data_ptr<T>(), cptr<T>(gate), w.data_ptr<T>(),
+                                             wg.data_ptr<T>(), wu.data_ptr<T>(), wd.data_ptr<T>(), g.data_ptr<T>(),
+                                             mptr<T>(dx), mptr<T>(dw), mptr<T>(dgate), mptr<T>(dwg), mptr<T>(dwu),
+                                             mptr<T>(dwd)));
+      });
+    }
     return {restore(dx, dtype),   Tensor(),
             restore(dw, dtype),   restore(dwg, dtype),
             restore(dwu, dtype),  restore(dwd, dtype),
@@ -317,14 +327,24 @@ Tensor expert_ffn(const Tensor& x, const Tensor& indices, const Tensor& weights,
   const OnDevice on_device(x);
   const Tensor idx = checked_slots("expert_ffn", "indices", indices, s.n, shapes);
   auto plan = std::make_shared<const cpu::ExpertPlan>(cpu::plan_experts(idx.data_ptr<int64_t>(), s.T, s.K, s.n));
-  const Tensor xc = prep(x), wc = prep(weights), wgc = prep(w_gate), wuc = prep(w_up), wdc = prep(w_down),
-               gc = prep(gate_input);
+  // bfloat16 on a GPU: the bfloat16 kernels on the tensors as they are; otherwise float32 / float64 copies.
+  const bool native = native_bf16(x);
+  auto in = [native](const Tensor& t) { return native && t.defined() ? t.detach().contiguous() : prep(t); };
+  const Tensor xc = in(x), wc = in(weights), wgc = in(w_gate), wuc = in(w_up), wdc = in(w_down), gc = in(gate_input);
   Tensor y = empty({s.T, s.d}, like(xc));  // [T, d]
-  dispatch_float(xc.dtype(), "expert_ffn", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    UOE_KERNEL(xc, expert_ffn_forward<T>(s, *plan, xc.data_ptr<T>(), cptr<T>(gc), wc.data_ptr<T>(), wgc.data_ptr<T>(),
-                                         wuc.data_ptr<T>(), wdc.data_ptr<T>(), y.data_ptr<T>()));
-  });
+  if (native) {
+#if UOE_WITH_CUDA
+    using B = BFloat16;
+    cuda::expert_ffn_forward_bf16(s, *plan, xc.data_ptr<B>(), cptr<B>(gc), wc.data_ptr<B>(), wgc.data_ptr<B>(),
+                                  wuc.data_ptr<B>(), wdc.data_ptr<B>(), y.data_ptr<B>());
+#endif
+  } else {
+    dispatch_float(xc.dtype(), "expert_ffn", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      UOE_KERNEL(xc, expert_ffn_forward<T>(s, *plan, xc.data_ptr<T>(), cptr<T>(gc), wc.data_ptr<T>(),
+                                           wgc.data_ptr<T>(), wuc.data_ptr<T>(), wdc.data_ptr<T>(), y.data_ptr<T>()));
+    });
+  }
   y = restore(y, x.dtype());
   if (auto node = autograd::record<ExpertFfnBackward>(y, {x, indices, weights, w_gate, w_up, w_down, gate_input}, s,
                                                       plan, x.dtype()))

@@ -24,6 +24,9 @@ Tensor compute_view(const Tensor& t);
 inline DType compute_dtype(DType t) { return is_reduced_float(t) ? DType::Float32 : t; }
 // Casts a float32 result back to `dtype` when that is a reduced float.
 Tensor restore_dtype(const Tensor& t, DType dtype);
+// Whether ops with a native bfloat16 kernel use it for `t`: a bfloat16 tensor on a GPU (tensor-core GEMMs with
+// float32 accumulation). Elsewhere reduced floats are computed in float32.
+inline bool native_bf16(const Tensor& t) { return t.is_cuda() && t.dtype() == DType::BFloat16; }
 
 TensorOptions like(const Tensor& t);  // same dtype and device, no grad
 std::string describe(const Tensor& t);  // "float32[2, 3] on cpu"
