@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "autograd/grad_mode.h"
+#include "core/allocator.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -290,6 +291,8 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     m["grad_norm"] = grad_norm;
     m["tokens"] = tokens_seen;
     m["tokens_per_s"] = tok_s;
+    // the most tensor memory this process has held at once on its device so far (rank 0's), MiB
+    m["peak_memory_mib"] = double(allocator_for(o.device).stats().peak) / double(1 << 20);
     if (lead) m["layers"] = layer_metrics(model);  // rank 0's share of the batch
     if ((o.eval_every > 0 && step % o.eval_every == 0) || stopping) {
       const double val = evaluate(model, data, o.batch, o.seq, o.eval_batches, comm);
