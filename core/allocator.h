@@ -19,6 +19,7 @@ class Allocator {
   virtual void* allocate(size_t nbytes) = 0;  // never returns null for nbytes > 0
   virtual void deallocate(void* ptr, size_t nbytes) = 0;
   virtual AllocatorStats stats() const = 0;
+  virtual void reset_peak() = 0;   // peak := allocated now, so a later peak covers only what runs after
   virtual void empty_cache() = 0;  // returns cached blocks to the system
 };
 

@@ -67,6 +67,11 @@ class CpuAllocator final : public Allocator {
     return stats_;
   }
 
+  void reset_peak() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.peak = stats_.allocated;
+  }
+
   void empty_cache() override {
     std::lock_guard<std::mutex> lock(mu_);
     release_cache();

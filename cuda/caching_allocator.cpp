@@ -153,6 +153,13 @@ class CachingAllocator final : public Allocator {
     return pools_[size_t(device)].stats;
   }
 
+  // Every device's peak and the process-wide one.
+  void reset_peak() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (DevicePool& pool : pools_) pool.stats.peak = pool.stats.allocated;
+    total_.peak = total_.allocated;
+  }
+
   void empty_cache() override {
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t d = 0; d < pools_.size(); ++d) release_cached(int(d));

@@ -26,8 +26,8 @@ constexpr size_t kLargeRound = size_t(2) << 20;
 // The bytes a request of nbytes occupies (what `allocated` grows by).
 size_t allocation_size(size_t nbytes);
 
-// The process-wide caching allocator (registered as the CUDA allocator when a GPU is visible). stats() and
-// empty_cache() cover every device.
+// The process-wide caching allocator (registered as the CUDA allocator when a GPU is visible). stats(),
+// reset_peak() and empty_cache() cover every device.
 Allocator& caching_allocator();
 // Statistics of one device's pool.
 AllocatorStats memory_stats(int device);

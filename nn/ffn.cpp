@@ -44,7 +44,8 @@ void Ffn::shard_experts(Communicator& group) {
   const int64_t n = w->gate.size(0), P = group.size();
   UOE_CHECK(n % P == 0, "[shard_experts] ", n, " experts do not split evenly across ", P, " ranks");
   const int64_t n_local = n / P, first = group.rank() * n_local;
-  for (const Tensor* t : {&w->gate, &w->up, &w->down}) replace_parameter(*t, t->narrow(0, first, n_local).contiguous());
+  // a copy of the rows: a view would keep the whole tensor's storage alive
+  for (const Tensor* t : {&w->gate, &w->up, &w->down}) replace_parameter(*t, t->narrow(0, first, n_local).clone());
   expert_group_ = &group;
 }
 

@@ -50,12 +50,17 @@ Tensor LanguageModel::forward(const Tensor& ids) {
 
 Tensor LanguageModel::checkpointed(Block& block, const Tensor& x) const {
   // The block's output and its auxiliary loss (when it has one) leave the checkpoint together, so the loss's
-  // gradient reaches the router through the recomputation too.
+  // gradient reaches the router through the recomputation too. The loss leaves only that way: the recomputation
+  // in backward must not leave its graph (and with it the block's input and gradient) in FfnStats.
   const std::optional<DType> compute = compute_dtype;
   const std::vector<Tensor> out = checkpoint(
       [&block, compute](const Tensor& in) {
         std::vector<Tensor> o = {block.forward(in, compute)};
-        if (block.ffn->stats.aux_loss.defined()) o.push_back(block.ffn->stats.aux_loss.to(o[0].dtype()));
+        Tensor& aux = block.ffn->stats.aux_loss;
+        if (aux.defined()) {
+          o.push_back(aux.to(o[0].dtype()));
+          aux = Tensor();
+        }
         return o;
       },
       x);

@@ -1,24 +1,67 @@
-// uoe info: total and active parameters, FLOPs per token and a training-memory estimate, every FFN kind side by side.
+// uoe info: total and active parameters, FLOPs per token and a training-memory estimate, every FFN kind side by
+// side, and the memory breakdown of the chosen configuration.
 #include <cstdio>
+#include <utility>
 
 #include "args.h"
-#include "core/error.h"
 #include "commands.h"
+#include "core/error.h"
 #include "nn/accounting.h"
 
 namespace uoe::cli {
+namespace {
+
+double mib(double bytes) { return bytes / double(1 << 20); }
+
+// The training settings the estimate is for, from the flags.
+nn::MemoryOptions memory_options(const Args& a, const nn::ModelConfig& c) {
+  nn::MemoryOptions o;
+  o.batch = a.integer("batch", 16);
+  UOE_CHECK(o.batch >= 1, "--batch must be at least 1 (rows per process), got ", o.batch);
+  o.seq = a.integer("seq", c.context);
+  UOE_CHECK(o.seq >= 1 && o.seq <= c.context, "--seq must be in [1, context = ", c.context, "], got ", o.seq);
+  const std::string dtype = a.str("dtype", "f32");
+  UOE_CHECK(dtype == "f32" || dtype == "bf16", "--dtype '", dtype,
+            "': expected f32 or bf16 (bf16 compute over float32 master weights)");
+  o.compute = dtype == "bf16" ? DType::BFloat16 : DType::Float32;
+  const std::string param_dtype = a.str("param-dtype", "f32");
+  UOE_CHECK(param_dtype == "f32" || param_dtype == "bf16", "--param-dtype '", param_dtype,
+            "': expected f32 or bf16 (the parameters' and gradients' storage)");
+  o.storage = param_dtype == "bf16" ? DType::BFloat16 : DType::Float32;
+  o.checkpoint_activations = a.flag("checkpoint-activations");
+  o.ranks = a.integer("ranks", 1);
+  UOE_CHECK(o.ranks >= 1, "--ranks must be at least 1 (processes of the run), got ", o.ranks);
+  o.zero1 = a.flag("zero1");
+  o.expert_parallel = a.integer("expert-parallel", 1);
+  UOE_CHECK(o.expert_parallel >= 1 && o.ranks % o.expert_parallel == 0, "--expert-parallel ", o.expert_parallel,
+            " must divide --ranks ", o.ranks);
+  return o;
+}
+
+}  // namespace
+
 int cmd_info(const std::vector<std::string>& argv) {
-  const Args a("info", argv, {"config"});
-  const nn::ModelConfig base = nn::load_model_config(a.required("config"));
-  std::printf("%s: %ld layers, d_model %ld, %ld heads (%ld kv), context %ld, vocab %ld\n\n", base.name.c_str(),
+  const Args a("info", argv, {"config", "batch", "seq", "dtype", "param-dtype", "ranks", "expert-parallel"},
+               {"checkpoint-activations", "zero1"});
+  nn::ModelConfig base = nn::load_model_config(a.required("config"));
+  nn::resolve_defaults(base);
+  const nn::MemoryOptions mem = memory_options(a, base);
+  std::printf("%s: %ld layers, d_model %ld, %ld heads (%ld kv), context %ld, vocab %ld\n", base.name.c_str(),
               long(base.n_layers), long(base.d_model), long(base.n_heads), long(base.n_kv_heads), long(base.context),
               long(base.vocab_size));
+  std::printf("train memory: batch %ld x seq %ld per process, %s compute%s%s, AdamW", long(mem.batch), long(mem.seq),
+              mem.compute == DType::BFloat16 ? "bf16" : "f32", mem.storage == DType::BFloat16 ? ", bf16 parameters" : "",
+              mem.checkpoint_activations ? ", activation checkpointing" : "");
+  if (mem.ranks > 1) std::printf(", %ld ranks%s", long(mem.ranks), mem.zero1 ? " (ZeRO-1)" : "");
+  if (mem.expert_parallel > 1) std::printf(", experts split across %ld ranks", long(mem.expert_parallel));
+  std::printf("\n\n");
   std::printf("%-8s %14s %14s %16s %16s\n", "ffn", "total params", "active params", "FLOPs/token", "train memory");
   for (nn::FfnKind kind : {nn::FfnKind::Dense, nn::FfnKind::MoE, nn::FfnKind::AoE, nn::FfnKind::UoE}) {
     nn::ModelConfig c = base;
     // a preset's own family (tiny-*, small-*), else the same file with the FFN kind switched
     const size_t dash = base.name.rfind('-');
-    const std::string sibling = dash == std::string::npos ? "" : base.name.substr(0, dash + 1) + nn::ffn_kind_name(kind);
+    const std::string sibling =
+        dash == std::string::npos ? "" : base.name.substr(0, dash + 1) + nn::ffn_kind_name(kind);
     try {
       c = nn::load_model_config(sibling);
     } catch (const Error&) {
@@ -26,9 +69,19 @@ int cmd_info(const std::vector<std::string>& argv) {
     }
     nn::resolve_defaults(c);
     const nn::ModelCounts k = nn::count_model(c);
-    std::printf("%-8s %13.2fM %13.2fM %15.2fM %14.0f MiB%s\n", nn::ffn_kind_name(kind), k.total / 1e6, k.active / 1e6,
-                k.flops / 1e6, k.memory / (1 << 20), kind == base.ffn.kind ? "  <- this config" : "");
+    nn::MemoryOptions own = mem;  // a dense FFN has no experts to split
+    if (kind == nn::FfnKind::Dense || c.ffn.n_experts % mem.expert_parallel != 0) own.expert_parallel = 1;
+    std::printf("%-8s %13.2fM %13.2fM %15.2fM %12.0f MiB%s\n", nn::ffn_kind_name(kind), k.total / 1e6,
+                k.active / 1e6, k.flops / 1e6, mib(nn::estimate_training_memory(c, own).total),
+                kind == base.ffn.kind ? "  <- this config" : "");
   }
+  const nn::MemoryEstimate e = nn::estimate_training_memory(base, mem);
+  std::printf("\n%s at the peak (during %s):\n", base.name.c_str(), e.phase.c_str());
+  const std::pair<const char*, double> lines[] = {
+      {"parameters", e.parameters},    {"gradients", e.gradients},         {"optimizer state", e.optimizer},
+      {"gradient buckets", e.buckets}, {"activations", e.activations},    {"weight copies", e.weight_copies},
+      {"transient", e.transient},      {"total", e.total}};
+  for (const auto& [name, bytes] : lines) std::printf("  %-16s %10.1f MiB\n", name, mib(bytes));
   return 0;
 }
 

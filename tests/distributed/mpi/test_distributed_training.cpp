@@ -5,9 +5,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/allocator.h"
 #include "core/json.h"
 #include "dist_helpers.h"
 #include "fixtures.h"
+#include "nn/accounting.h"
 #include "nn/checkpoint.h"
 #include "nn/trainer.h"
 
@@ -120,6 +122,34 @@ TEST(DistributedTraining, Bf16ParametersFollowOneProcessAndZeroRoundsAlike) {
     train(config, bf16(options(f.dir + "/single", 6, false)), *f.data, *f.tok, one);
     expect_close_losses(metrics(f.dir + "/dp"), metrics(f.dir + "/single"), 2e-2);
   }
+  world().barrier();
+}
+
+TEST(DistributedTraining, MemoryEstimateHoldsForDataAndExpertParallel) {
+  // The trainer's peak_memory_mib on rank 0 against `uoe info`'s estimate for 2 ranks: gradient buckets, ZeRO-1
+  // shards, each rank's half of the experts and the exchanged expert results.
+  const Fixture f = setup("memory_train");
+  const ModelConfig config = load_model_config("tiny-uoe");
+  for (int64_t ep : {1, 2})
+    for (bool zero1 : {false, true}) {
+      const std::string out = f.dir + "/ep" + std::to_string(ep) + (zero1 ? "_zero" : "");
+      TrainOptions o = options(out, 2, zero1, ep);
+      o.batch = 4;
+      o.seq = 64;
+      allocator_for(Device::cpu()).reset_peak();  // from here: this run's peak
+      train(config, o, *f.data, *f.tok);
+      if (world().rank() != 0) continue;
+      MemoryOptions m;
+      m.batch = o.batch / 2;
+      m.seq = o.seq;
+      m.ranks = 2;
+      m.zero1 = zero1;
+      m.expert_parallel = ep;
+      const double estimate = estimate_training_memory(config, m).total / double(1 << 20);
+      const double measured = metrics(out).back().at("peak_memory_mib").as_double();
+      EXPECT_LT(std::abs(estimate - measured) / measured, 0.10)
+          << "ep " << ep << (zero1 ? " zero1" : "") << ": estimate " << estimate << " MiB, measured " << measured;
+    }
   world().barrier();
 }
 

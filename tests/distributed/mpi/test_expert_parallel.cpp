@@ -81,6 +81,8 @@ TEST(ExpertParallel, EachRankKeepsItsShareOfTheExperts) {
   EXPECT_EQ(b.gate.size(0), n_local);
   EXPECT_EQ(shard->num_parameters() * comm.size(), full->num_parameters());  // UoE: all its weights are experts
   EXPECT_LT(max_rel_diff(b.up, a.up.narrow(0, comm.rank() * n_local, n_local)), 1e-12);
+  for (const Tensor* t : {&b.gate, &b.up, &b.down})  // the memory of the slice alone, not a view of the whole
+    EXPECT_EQ(t->storage()->nbytes(), size_t(t->numel()) * t->itemsize());
   EXPECT_THROW(shard->shard_experts(comm), Error);  // once only
 }
 
