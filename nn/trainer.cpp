@@ -163,6 +163,8 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
   UOE_CHECK(tokenizer.vocab_size() <= config.vocab_size, "[train] the tokenizer has ", tokenizer.vocab_size(),
             " ids but the model's vocab_size is ", config.vocab_size);
   check_expert_parallel(config, o, comm);
+  UOE_CHECK(o.param_dtype == DType::Float32 || o.param_dtype == DType::BFloat16, "[train] parameters are stored in ",
+            "float32 or bfloat16, not ", dtype_name(o.param_dtype));
   const bool lead = comm.rank() == 0;  // the rank that writes metrics, progress and checkpoints
   const std::string ckpt_dir = o.out_dir + "/checkpoint", metrics_path = o.out_dir + "/metrics.jsonl";
   if (lead) {
@@ -172,8 +174,6 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
   comm.barrier();
   manual_seed(o.seed);
   LanguageModel model(config);
-  UOE_CHECK(o.param_dtype == DType::Float32 || o.param_dtype == DType::BFloat16, "[train] parameters are stored in ",
-            "float32 or bfloat16, not ", dtype_name(o.param_dtype));
   // Expert parallel: groups of E consecutive ranks each keep 1/E of every layer's experts; the ranks at the same
   // place in their groups (replicas) keep the same experts and average their gradients.
   std::unique_ptr<Communicator> expert_group, replica_group;
