@@ -16,7 +16,9 @@ struct AllocatorStats {
 class Allocator {
  public:
   virtual ~Allocator() = default;
-  virtual void* allocate(size_t nbytes) = 0;  // never returns null for nbytes > 0
+  // Memory on `device` (an allocator serves one device type; a CUDA one serves every GPU); never null for
+  // nbytes > 0.
+  virtual void* allocate(size_t nbytes, Device device) = 0;
   virtual void deallocate(void* ptr, size_t nbytes) = 0;
   virtual AllocatorStats stats() const = 0;
   virtual void reset_peak() = 0;   // peak := allocated now, so a later peak covers only what runs after

@@ -24,7 +24,8 @@ size_t round_size(size_t n) {
 
 class CpuAllocator final : public Allocator {
  public:
-  void* allocate(size_t nbytes) override {
+  void* allocate(size_t nbytes, Device device) override {
+    UOE_CHECK(device.is_cpu(), "[cpu allocator] asked for memory on ", device.str());
     const size_t size = round_size(nbytes);
     std::lock_guard<std::mutex> lock(mu_);
     void* p = nullptr;

@@ -4,7 +4,7 @@
 namespace uoe {
 
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
-  if (nbytes_ > 0) data_ = allocator_for(device_).allocate(nbytes_);
+  if (nbytes_ > 0) data_ = allocator_for(device_).allocate(nbytes_, device_);
 }
 
 Storage::~Storage() {

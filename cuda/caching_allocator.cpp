@@ -55,10 +55,9 @@ size_t round_up(size_t n, size_t unit) { return (n + unit - 1) / unit * unit; }
 
 class CachingAllocator final : public Allocator {
  public:
-  void* allocate(size_t nbytes) override {
-    int device = 0;
-    UOE_CUDA_CHECK(kOp, cudaGetDevice(&device));
-    return allocate_on(device, nbytes);
+  void* allocate(size_t nbytes, Device device) override {
+    UOE_CHECK(device.is_cuda() && device.index >= 0, "[", kOp, "] asked for memory on ", device.str());
+    return allocate_on(device.index, nbytes);
   }
 
   void* allocate_on(int device, size_t nbytes) {

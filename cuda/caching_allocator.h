@@ -9,8 +9,8 @@
 //
 // Streams: a freed block is reusable at once. That is safe while all work runs on one stream in issue order
 // (the library's default: cuda/stream.h); a tensor used on another stream must have that work ordered before
-// it is freed. Allocator::allocate serves the current CUDA device (cudaGetDevice): create tensors for cuda:N
-// under a DeviceGuard(N). Thread-safe (one mutex).
+// it is freed. Allocator::allocate serves the device it is asked for (a tensor's own), whatever the current
+// one. Thread-safe (one mutex).
 #pragma once
 #include <cstddef>
 
@@ -31,7 +31,7 @@ size_t allocation_size(size_t nbytes);
 Allocator& caching_allocator();
 // Statistics of one device's pool.
 AllocatorStats memory_stats(int device);
-// Allocates on an explicit device (Allocator::allocate uses the current one); freed with deallocate().
+// Allocates on device `device` (as Allocator::allocate with Device::cuda(device)); freed with deallocate().
 void* allocate_on(int device, size_t nbytes);
 
 }  // namespace uoe::cuda

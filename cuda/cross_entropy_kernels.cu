@@ -113,8 +113,8 @@ __global__ void ce_scale_kernel(int64_t rows, const T* g, int64_t count, T* scal
 template <class F>
 TargetCheck checked_launch(const char* op, int64_t rows, int64_t vocab, const int64_t* targets, int64_t ignore_index,
                            F&& launch) {
-  const Launch l = here(op);
-  Scratch flag(l.device, 3 * sizeof(int64_t));
+  const LaunchContext l = launch_context(op);
+  DeviceBuffer flag(l.device, 3 * sizeof(int64_t));
   int64_t* d = flag.get<int64_t>();
   ce_check_kernel<<<1, kCheckThreads, 0, l.stream>>>(rows, vocab, targets, ignore_index, d);
   check_launch(op);
@@ -141,7 +141,7 @@ template <class T>
 TargetCheck cross_entropy_forward_checked(int64_t rows, int64_t vocab, const T* logits, const int64_t* targets,
                                           int64_t ignore_index, T* loss_per_row, T* lse) {
   if (rows <= 0) return {};
-  return checked_launch("cross_entropy", rows, vocab, targets, ignore_index, [&](const Launch& l, const int64_t* d) {
+  return checked_launch("cross_entropy", rows, vocab, targets, ignore_index, [&](const LaunchContext& l, const int64_t* d) {
     dispatch_rows<T>(vocab, {logits}, [&](auto v, auto tpr) {
       constexpr int V = decltype(v)::value, TPR = decltype(tpr)::value;
       ce_fwd_kernel<T, V, TPR><<<grid_for<TPR>(rows), Group<TPR>::kBlock, 0, l.stream>>>(
@@ -163,7 +163,7 @@ void cross_entropy_backward(int64_t rows, int64_t vocab, const T* logits, const 
                             int64_t ignore_index, const T* lse, const T* grad_scale_per_row, T* dlogits) {
   if (rows <= 0) return;
   const TargetCheck c = checked_launch(
-      "cross_entropy backward", rows, vocab, targets, ignore_index, [&](const Launch& l, const int64_t* d) {
+      "cross_entropy backward", rows, vocab, targets, ignore_index, [&](const LaunchContext& l, const int64_t* d) {
         dispatch_rows<T>(vocab, {logits, dlogits}, [&](auto v, auto tpr) {
           constexpr int V = decltype(v)::value, TPR = decltype(tpr)::value;
           ce_bwd_kernel<T, V, TPR><<<grid_for<TPR>(rows), Group<TPR>::kBlock, 0, l.stream>>>(
@@ -175,7 +175,7 @@ void cross_entropy_backward(int64_t rows, int64_t vocab, const T* logits, const 
 
 template <class T>
 void cross_entropy_mean_loss(int64_t rows, const T* loss_per_row, int64_t count, T* loss) {
-  const Launch l = here("cross_entropy");
+  const LaunchContext l = launch_context("cross_entropy");
   ce_mean_kernel<T><<<1, 256, 0, l.stream>>>(std::max<int64_t>(rows, 0), loss_per_row, count, loss);
   check_launch("cross_entropy");
 }
@@ -183,7 +183,7 @@ void cross_entropy_mean_loss(int64_t rows, const T* loss_per_row, int64_t count,
 template <class T>
 void cross_entropy_row_scale(int64_t rows, const T* g, int64_t count, T* scale) {
   if (rows <= 0) return;
-  const Launch l = here("cross_entropy backward");
+  const LaunchContext l = launch_context("cross_entropy backward");
   const unsigned blocks = unsigned(std::min<int64_t>((rows + 255) / 256, 4096));
   ce_scale_kernel<T><<<blocks, 256, 0, l.stream>>>(rows, g, count, scale);
   check_launch("cross_entropy backward");

@@ -27,7 +27,7 @@ inline LaunchContext launch_context(const char* op) {
 class DeviceBuffer {
  public:
   DeviceBuffer(int device, size_t bytes) : alloc_(&allocator_for(Device::cuda(device))), bytes_(bytes) {
-    if (bytes_) ptr_ = alloc_->allocate(bytes_);
+    if (bytes_) ptr_ = alloc_->allocate(bytes_, Device::cuda(device));
   }
   ~DeviceBuffer() {
     if (ptr_) alloc_->deallocate(ptr_, bytes_);

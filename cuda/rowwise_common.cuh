@@ -10,9 +10,9 @@
 #include <initializer_list>
 #include <type_traits>
 
-#include "core/allocator.h"
 #include "core/error.h"
 #include "cuda/check.h"
+#include "cuda/launch.h"
 #include "cuda/stream.h"
 
 namespace uoe::cuda::rowwise {
@@ -139,39 +139,6 @@ template <int TPR, class T>
 __device__ __forceinline__ T group_sum(T v) { return group_allreduce<TPR>(v, Plus{}, T(0)); }
 
 // ---- host side --------------------------------------------------------------------------------------------
-// The current device and the stream to launch on.
-struct Launch {
-  int device = 0;
-  cudaStream_t stream = nullptr;
-};
-inline Launch here(const char* op) {
-  Launch l;
-  UOE_CUDA_CHECK(op, cudaGetDevice(&l.device));
-  l.stream = current_stream(l.device);
-  return l;
-}
-
-// Scratch device memory from the library's allocator; freed when the scope ends (safe on the issuing stream:
-// cuda/caching_allocator.h).
-class Scratch {
- public:
-  Scratch(int device, size_t nbytes) : alloc_(allocator_for(Device::cuda(device))), n_(nbytes) {
-    p_ = n_ ? alloc_.allocate(n_) : nullptr;
-  }
-  ~Scratch() {
-    if (p_) alloc_.deallocate(p_, n_);
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  template <class T>
-  T* get() const { return static_cast<T*>(p_); }
-
- private:
-  Allocator& alloc_;
-  size_t n_;
-  void* p_ = nullptr;
-};
-
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Calls f(IntC<V>, IntC<TPR>) with 16-byte vectors when n and every non-null pointer allow it, and threads per

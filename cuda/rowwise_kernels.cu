@@ -274,7 +274,7 @@ constexpr int64_t kMaxChunks = 1024;
 int64_t chunk_rows(int64_t rows) { return std::max(kMinChunkRows, (rows + kMaxChunks - 1) / kMaxChunks); }
 
 template <class T>
-void reduce_chunks(const Launch& l, int64_t nc, int64_t n, const T* part, T* out, const char* op) {
+void reduce_chunks(const LaunchContext& l, int64_t nc, int64_t n, const T* part, T* out, const char* op) {
   reduce_chunks_kernel<T><<<unsigned((n + 31) / 32), dim3(32, 8), 0, l.stream>>>(nc, n, part, out);
   check_launch(op);
 }
@@ -283,7 +283,7 @@ template <class T, bool LOG>
 void softmax_fwd(int64_t rows, int64_t n, const T* x, T* y) {
   if (rows <= 0 || n <= 0) return;
   const char* op = LOG ? "log_softmax" : "softmax";
-  const Launch l = here(op);
+  const LaunchContext l = launch_context(op);
   dispatch_rows<T>(n, {x, y}, [&](auto v, auto tpr) {
     constexpr int V = decltype(v)::value, TPR = decltype(tpr)::value;
     softmax_fwd_kernel<T, V, TPR, LOG><<<grid_for<TPR>(rows), Group<TPR>::kBlock, 0, l.stream>>>(rows, n, x, y);
@@ -295,7 +295,7 @@ template <class T, bool LOG>
 void softmax_bwd(int64_t rows, int64_t n, const T* y, const T* dy, T* dx) {
   if (rows <= 0 || n <= 0) return;
   const char* op = LOG ? "log_softmax backward" : "softmax backward";
-  const Launch l = here(op);
+  const LaunchContext l = launch_context(op);
   dispatch_rows<T>(n, {y, dy, dx}, [&](auto v, auto tpr) {
     constexpr int V = decltype(v)::value, TPR = decltype(tpr)::value;
     softmax_bwd_kernel<T, V, TPR, LOG><<<grid_for<TPR>(rows), Group<TPR>::kBlock, 0, l.stream>>>(rows, n, y, dy, dx);
@@ -325,7 +325,7 @@ void log_softmax_backward(int64_t rows, int64_t n, const T* y, const T* dy, T* d
 template <class T>
 void rms_norm_forward(int64_t rows, int64_t n, const T* x, const T* weight, double eps, T* y, T* rstd) {
   if (rows <= 0 || n <= 0) return;
-  const Launch l = here("rms_norm");
+  const LaunchContext l = launch_context("rms_norm");
   dispatch_rows<T>(n, {x, weight, y}, [&](auto v, auto tpr) {
     constexpr int V = decltype(v)::value, TPR = decltype(tpr)::value;
     rms_fwd_kernel<T, V, TPR>
@@ -339,9 +339,9 @@ void rms_norm_backward(int64_t rows, int64_t n, const T* x, const T* weight, con
                        T* dweight) {
   if (rows <= 0 || n <= 0) return;
   const char* op = "rms_norm backward";
-  const Launch l = here(op);
+  const LaunchContext l = launch_context(op);
   const int64_t chunk = dweight ? chunk_rows(rows) : 1, groups = (rows + chunk - 1) / chunk;
-  Scratch part(l.device, dweight ? size_t(groups * n) * sizeof(T) : 0);
+  DeviceBuffer part(l.device, dweight ? size_t(groups * n) * sizeof(T) : 0);
   dispatch_rows<T>(n, {x, weight, dy, dx}, [&](auto v, auto tpr) {
     constexpr int V = decltype(v)::value, TPR = decltype(tpr)::value;
     rms_bwd_kernel<T, V, TPR><<<grid_for<TPR>(groups), Group<TPR>::kBlock, 0, l.stream>>>(
@@ -355,7 +355,7 @@ template <class T>
 void layer_norm_forward(int64_t rows, int64_t n, const T* x, const T* weight, const T* bias, double eps, T* y,
                         T* mean, T* rstd) {
   if (rows <= 0 || n <= 0) return;
-  const Launch l = here("layer_norm");
+  const LaunchContext l = launch_context("layer_norm");
   dispatch_rows<T>(n, {x, weight, bias, y}, [&](auto v, auto tpr) {
     constexpr int V = decltype(v)::value, TPR = decltype(tpr)::value;
     ln_fwd_kernel<T, V, TPR>
@@ -369,10 +369,10 @@ void layer_norm_backward(int64_t rows, int64_t n, const T* x, const T* weight, c
                          const T* dy, T* dx, T* dweight, T* dbias) {
   if (rows <= 0 || n <= 0) return;
   const char* op = "layer_norm backward";
-  const Launch l = here(op);
+  const LaunchContext l = launch_context(op);
   const bool params = dweight || dbias;
   const int64_t chunk = params ? chunk_rows(rows) : 1, groups = (rows + chunk - 1) / chunk;
-  Scratch part(l.device, params ? size_t(2 * groups * n) * sizeof(T) : 0);
+  DeviceBuffer part(l.device, params ? size_t(2 * groups * n) * sizeof(T) : 0);
   dispatch_rows<T>(n, {x, weight, dy, dx}, [&](auto v, auto tpr) {
     constexpr int V = decltype(v)::value, TPR = decltype(tpr)::value;
     ln_bwd_kernel<T, V, TPR><<<grid_for<TPR>(groups), Group<TPR>::kBlock, 0, l.stream>>>(

@@ -16,6 +16,7 @@
 #include "core/tensor.h"
 #include "cuda/caching_allocator.h"
 #include "cuda/check.h"
+#include "cuda/stream.h"
 #endif
 
 namespace uoe {
@@ -78,6 +79,17 @@ TEST_F(CudaAllocator, StatisticsFollowAllocationsAndFrees) {
     EXPECT_EQ(cuda::memory_stats(0).allocated, s0.allocated + cuda::allocation_size(4000000));
   }
   EXPECT_EQ(cuda::memory_stats(0).allocated, s0.allocated);
+}
+
+TEST_F(CudaAllocator, TensorsLandOnTheirOwnDeviceWhateverTheCurrentOne) {
+  EXPECT_THROW(cuda::caching_allocator().allocate(64, Device::cpu()), Error);
+  if (cuda::device_count() < 2) GTEST_SKIP() << "one GPU visible: a tensor for cuda:1 needs two";
+  cuda::DeviceGuard current(0);
+  const Tensor t = empty({1024}, TensorOptions{}.with_device(Device::cuda(1)));
+  cudaPointerAttributes attributes{};
+  ASSERT_EQ(cudaPointerGetAttributes(&attributes, t.raw_data()), cudaSuccess);
+  EXPECT_EQ(attributes.device, 1);
+  EXPECT_GT(cuda::memory_stats(1).allocated, 0u);
 }
 
 TEST_F(CudaAllocator, FreedBlockIsReused) {
