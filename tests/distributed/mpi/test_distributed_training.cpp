@@ -206,5 +206,52 @@ TEST(DistributedTraining, ZeroCheckpointResumesAtTheSameAndAtOneRank) {
   }
 }
 
+// ---- under mpirun -np 4 (ctest distributed.FourRanks) -------------------------------------------------------
+// Experts split across pairs of ranks {0, 1} and {2, 3}: each expert slice is held by two replicas, whose
+// data-parallel buckets and ZeRO-1 shards run over their own group.
+
+TEST(FourRanks, ExpertGroupsOfTwoWithReplicasFollowOneProcess) {
+  ASSERT_EQ(world().size(), 4) << "run under mpirun -np 4";
+  const Fixture f = setup("four_ep");
+  for (FfnKind kind : {FfnKind::MoE, FfnKind::UoE})
+    for (bool zero1 : {false, true}) {
+      const ModelConfig config = test::micro_config(kind);
+      const std::string name = std::string(ffn_kind_name(kind)) + (zero1 ? "_zero" : "");
+      train(config, options(f.dir + "/ep_" + name, 6, zero1, 2), *f.data, *f.tok);
+      if (world().rank() == 0) {
+        LocalCommunicator one;
+        train(config, options(f.dir + "/single_" + name, 6, false), *f.data, *f.tok, one);
+        expect_close_losses(metrics(f.dir + "/ep_" + name), metrics(f.dir + "/single_" + name), 2e-5);
+      }
+      world().barrier();
+    }
+}
+
+TEST(FourRanks, ExpertParallelCheckpointResumesOnTwoRanksAndOne) {
+  ASSERT_EQ(world().size(), 4) << "run under mpirun -np 4";
+  const Fixture f = setup("four_resume");
+  const ModelConfig config = test::micro_config(FfnKind::UoE);
+  const std::string straight = f.dir + "/straight", split = f.dir + "/split", single = f.dir + "/single";
+  train(config, options(straight, 5, true, 2), *f.data, *f.tok);
+  train(config, options(split, 3, true, 2), *f.data, *f.tok);  // saved at 4 ranks, experts split in pairs
+  if (world().rank() == 0) std::filesystem::copy(split, single, std::filesystem::copy_options::recursive);
+  // Ranks 0 and 1 resume it alone, still splitting the experts; ranks 2 and 3 sit out.
+  const std::unique_ptr<Communicator> pair = world().split(world().rank() < 2 ? 0 : 1, world().rank());
+  if (world().rank() < 2) {
+    TrainOptions resume = options(split, 5, true, 2);
+    resume.resume = true;
+    train(config, resume, *f.data, *f.tok, *pair);
+  }
+  if (world().rank() == 0) {
+    expect_close_losses(metrics(split), metrics(straight), 2e-5);
+    LocalCommunicator one;
+    TrainOptions at_one = options(single, 5, false);
+    at_one.resume = true;
+    train(config, at_one, *f.data, *f.tok, one);
+    expect_close_losses(metrics(single), metrics(straight), 2e-5);
+  }
+  world().barrier();
+}
+
 }  // namespace
 }  // namespace uoe::nn
