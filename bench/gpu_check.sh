@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# One device call checks everything on a GPU (target: H200, sm_90), within about 8 minutes:
+# One device call checks everything on a GPU (target: H200, sm_90), within about 10 minutes:
 #   build for sm_90 -> every CUDA test (parity of every op, the training step, runtime) -> the GPU benchmarks
-#   -> a summary table, printed last. Logs and the benchmark JSON go to $OUT (the device tool returns them).
+#   -> 3b-uoe training with activation checkpointing (issue 6: MFU, memory peak vs `uoe info`) -> a summary
+#   table, printed last. Logs and the benchmark JSON go to $OUT (the device tool returns them).
 # Needs gpu-deps/ (bench/gpu_deps.sh) carried along: run(command="bench/gpu_check.sh", carry=["gpu-deps"]).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,21 +20,41 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DUOE_CUDA=ON -DCMAKE
 stamp "build"
 timeout 330 cmake --build "$build" -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -m 20 -E "error|Error" "$OUT/build.log"; tail -5 "$OUT/build.log"; exit 1; }
 
-stamp "CUDA tests"
-timeout 120 "$build/uoe_tests" --gtest_filter='*Cuda*' --gtest_brief=1 > "$OUT/tests.log" 2>&1
-tests_rc=$?
-grep -E "^\[  FAILED  \]|Failure" "$OUT/tests.log" | head -40
+tests_rc=125 bench_rc=125  # 125: not run
+if [[ "${1:-all}" != "3b" ]]; then  # `bench/gpu_check.sh 3b`: the 3b-uoe training alone (a second call)
+  stamp "CUDA tests"
+  timeout 120 "$build/uoe_tests" --gtest_filter='*Cuda*' --gtest_brief=1 > "$OUT/tests.log" 2>&1
+  tests_rc=$?
+  grep -E "^\[  FAILED  \]|Failure" "$OUT/tests.log" | head -40
 
-stamp "GPU benchmarks"
-timeout 150 "$build/uoe_bench" --benchmark_filter='Gpu' --benchmark_min_time=0.2 \
-  --benchmark_out="$OUT/bench.json" --benchmark_out_format=json > "$OUT/bench.log" 2>&1
-bench_rc=$?
+  stamp "GPU benchmarks"
+  timeout 150 "$build/uoe_bench" --benchmark_filter='Gpu' --benchmark_min_time=0.2 \
+    --benchmark_out="$OUT/bench.json" --benchmark_out_format=json > "$OUT/bench.log" 2>&1
+  bench_rc=$?
+fi
+
+stamp "3b-uoe training"
+# Any text will do for throughput: the repository's own documents, byte tokens. Model FLOPs, no checkpoint.
+cat docs/*.md README.md > "$OUT/text.txt"
+train3b=(--config 3b-uoe --batch 8 --seq 1024 --dtype bf16 --checkpoint-activations)
+"$build/uoe" info "${train3b[@]}" > "$OUT/info3b.txt" 2>&1
+budget=$(( 570 - ($(date +%s) - start) ))  # what is left of the device tool's 600 s per call
+if (( budget >= 90 )); then
+  timeout "$(( budget < 200 ? budget : 200 ))" "$build/uoe" train "${train3b[@]}" --data "$OUT/text.txt" \
+    --out "$OUT/run3b" --device cuda --steps 10 --warmup 2 --eval-every 0 --eval-batches 1 --no-save --quiet \
+    > "$OUT/train3b.log" 2>&1
+  train_rc=$?
+  tail -3 "$OUT/train3b.log"
+else
+  echo "3b-uoe training skipped: only ${budget}s left of this call; run \`bench/gpu_check.sh 3b\` (the build is kept)"
+  train_rc=125
+fi
 
 stamp "summary"
-python3 - "$OUT" "$tests_rc" "$bench_rc" <<'PY'
+python3 - "$OUT" "$tests_rc" "$bench_rc" "$train_rc" <<'PY'
 import json, re, sys, os
-out, tests_rc, bench_rc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-log = open(os.path.join(out, "tests.log"), errors="replace").read()
+out, tests_rc, bench_rc, train_rc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+log = open(os.path.join(out, "tests.log"), errors="replace").read() if tests_rc != 125 else ""
 passed = re.search(r"\[  PASSED  \] (\d+) test", log)
 failed = re.search(r"\[  FAILED  \] (\d+) test", log)
 print("\n==== uoe GPU check:", open(os.path.join(out, "gpu.txt")).read().strip())
@@ -54,5 +75,15 @@ for b in runs:
     if b.get("label"):
         extra = (b["label"] + " " + extra).strip()
     print(f"{name:58s} {value:>14s} {unit or b.get('time_unit', ''):>9s} {extra:>22s}")
+try:
+    last = [json.loads(l) for l in open(os.path.join(out, "run3b", "metrics.jsonl"))][-1]
+    estimate = re.search(r"total\s+([0-9.]+) MiB", open(os.path.join(out, "info3b.txt")).read())
+    est = float(estimate.group(1)) if estimate else float("nan")
+    peak = last["peak_memory_mib"]
+    print(f"3b-uoe (bf16, activation checkpointing, batch 8 x 1024): {last['tokens_per_s']:.0f} tokens/s, "
+          f"{last['model_tflops']:.1f} model TFLOP/s = {100 * last['model_tflops'] / 989:.1f}% MFU of 989; "
+          f"peak {peak:.0f} MiB vs estimate {est:.0f} MiB ({100 * (est - peak) / peak:+.1f}%) (exit {train_rc})")
+except Exception as e:
+    print("3b-uoe training: no result:", e, f"(exit {train_rc})")
 PY
 stamp "done"

@@ -358,6 +358,12 @@ MemoryEstimate estimate_training_memory(const ModelConfig& config, const MemoryO
   return e;
 }
 
+double training_flops_per_token(const ModelConfig& c, int64_t seq) {
+  ModelConfig at_seq = c;
+  at_seq.context = seq;
+  return 3 * count_model(at_seq).flops;
+}
+
 ModelCounts count_model(const ModelConfig& c) {
   const double d = double(c.d_model), L = double(c.n_layers), V = double(c.vocab_size), T = double(c.context);
   const double dh = d / double(c.n_heads), kv = double(c.n_kv_heads) * dh;

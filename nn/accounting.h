@@ -48,4 +48,9 @@ struct ModelCounts {
 
 ModelCounts count_model(const ModelConfig& c);
 
+// FLOPs of one training step per token at sequence length seq: 3 × the forward's (backward = 2 × forward), the
+// active weights and causal attention at seq; activation checkpointing's recomputation not counted (model FLOPs,
+// the numerator of MFU).
+double training_flops_per_token(const ModelConfig& c, int64_t seq);
+
 }  // namespace uoe::nn

@@ -16,6 +16,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "nn/accounting.h"
 #include "nn/checkpoint.h"
 #include "nn/data_parallel.h"
 #include "nn/expert_sharding.h"
@@ -247,6 +248,7 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
   };
   const std::vector<Tensor> replicated_params = tensors_of(replicated), sharded_params = tensors_of(sharded);
 
+  const double train_flops = training_flops_per_token(config, o.seq);
   StopSignals signals;
   std::ofstream metrics;
   if (lead) metrics.open(metrics_path, std::ios::app);
@@ -291,6 +293,7 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     m["grad_norm"] = grad_norm;
     m["tokens"] = tokens_seen;
     m["tokens_per_s"] = tok_s;
+    m["model_tflops"] = tok_s * train_flops / 1e12;  // model FLOPs (no recomputation) per second, all ranks
     // the most tensor memory this process has held at once on its device so far (rank 0's), MiB
     m["peak_memory_mib"] = double(allocator_for(o.device).stats().peak) / double(1 << 20);
     if (lead) m["layers"] = layer_metrics(model);  // rank 0's share of the batch
@@ -305,7 +308,7 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
       const double eta = double(o.steps - step) * double(step_tokens) / std::max(tok_s, 1e-9);
       draw_progress(step, o.steps, global[0], tok_s, o.time_limit_s > 0 ? std::max(0.0, o.time_limit_s - elapsed()) : eta);
     }
-    if ((o.save_every > 0 && step % o.save_every == 0) || stopping) save(step);
+    if ((o.save_every > 0 && step % o.save_every == 0) || (stopping && o.save_at_end)) save(step);
     if (stopping) {
       result.interrupted = global[1] > 0;
       break;

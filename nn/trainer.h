@@ -28,6 +28,7 @@ struct TrainOptions {
   int64_t eval_every = 100;  // 0: only at the end
   int64_t eval_batches = 8;
   int64_t save_every = 0;    // 0: only at the end (and on SIGINT/SIGTERM)
+  bool save_at_end = true;   // false: no checkpoint when the run ends (throughput runs); save_every still applies
   double time_limit_s = 0;   // > 0: stop (and evaluate, save) once this much wall time has passed
   bool resume = false;
   bool progress = true;      // the one-line progress bar on stderr

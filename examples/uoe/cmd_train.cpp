@@ -8,6 +8,7 @@
 #include "core/communicator.h"
 #include "core/error.h"
 #include "cuda/cuda_api.h"
+#include "nn/accounting.h"
 #include "nn/checkpoint.h"
 #include "nn/trainer.h"
 
@@ -28,7 +29,7 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
                {"config", "data", "out", "steps", "batch", "seq", "lr", "min-lr", "warmup", "threads", "seed",
                 "eval-every", "eval-batches", "save-every", "grad-accum", "optimizer", "tokenizer", "minutes", "clip",
                 "weight-decay", "device", "dtype", "param-dtype", "expert-parallel"},
-               {"resume", "quiet", "zero1", "checkpoint-activations"});
+               {"resume", "quiet", "zero1", "checkpoint-activations", "no-save"});
   const bool lead = comm.rank() == 0;
   set_threads(a.integer("threads", 0));
   nn::ModelConfig config = nn::load_model_config(a.str("config", "tiny-uoe"));
@@ -44,6 +45,7 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   o.eval_every = a.integer("eval-every", 100);
   o.eval_batches = a.integer("eval-batches", 8);
   o.save_every = a.integer("save-every", 0);
+  o.save_at_end = !a.flag("no-save");
   o.grad_accum = a.integer("grad-accum", 1);
   o.optimizer = a.str("optimizer", "adamw");
   o.time_limit_s = a.number("minutes", 0) * 60;
@@ -98,9 +100,10 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
                 o.out_dir.c_str());
   const nn::TrainResult r = nn::train(config, o, dataset, *tok, comm);
   if (lead)
-    std::printf("%s at step %ld: val loss %.4f nats/token, %.0f tokens/s; checkpoint in %s\n",
+    std::printf("%s at step %ld: val loss %.4f nats/token, %.0f tokens/s (%.3g model TFLOP/s); %s\n",
                 r.interrupted ? "stopped by signal" : "done", long(r.steps), r.final_val_loss, r.tokens_per_s,
-                ckpt.c_str());
+                r.tokens_per_s * nn::training_flops_per_token(config, o.seq) / 1e12,
+                o.save_at_end ? ("checkpoint in " + ckpt).c_str() : "no checkpoint (--no-save)");
   return 0;
 }
 

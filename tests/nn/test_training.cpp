@@ -10,6 +10,7 @@
 
 #include "core/json.h"
 #include "fixtures.h"
+#include "nn/accounting.h"
 #include "nn/checkpoint.h"
 #include "nn/trainer.h"
 
@@ -183,6 +184,29 @@ TEST(Training, CliEvalSampleInfoAndErrors) {
   out = run_command(cli + " eval --ckpt " + dir + "/nothing --data x", &code);
   EXPECT_EQ(code, 1);
   EXPECT_NE(out.find("no checkpoint"), std::string::npos) << out;
+}
+
+TEST(Training, NoSaveRunReportsFlopsAndMemoryAndLeavesNoCheckpoint) {
+  const std::string dir = temp_dir("nosave");
+  micro_data(dir);
+  std::ofstream(dir + "/micro.json") << to_json(micro(FfnKind::MoE)).dump(2);
+  int code = 0;
+  const std::string out = run_command(std::string(UOE_CLI_PATH) + " train --config " + dir + "/micro.json --data " +
+                                          dir + "/text.txt --out " + dir + "/run --steps 3 --batch 2 --seq 16 " +
+                                          "--eval-every 0 --eval-batches 1 --no-save --quiet",
+                                      &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("no checkpoint (--no-save)"), std::string::npos) << out;
+  EXPECT_FALSE(checkpoint_exists(dir + "/run/checkpoint"));
+  std::ifstream in(dir + "/run/metrics.jsonl");
+  std::string line, last;
+  while (std::getline(in, line)) last = line;
+  const json::Value m = json::parse(last, "metrics");
+  // model FLOPs per second = tokens/s x 3 x the forward FLOPs per token at seq 16
+  const double flops = training_flops_per_token(micro(FfnKind::MoE), 16);
+  EXPECT_NEAR(m.at("model_tflops").as_double(), m.at("tokens_per_s").as_double() * flops / 1e12,
+              1e-9 * m.at("model_tflops").as_double());
+  EXPECT_GT(m.at("peak_memory_mib").as_double(), 0.0);
 }
 
 TEST(Training, CheckpointRoundTripAndBadDirectory) {
