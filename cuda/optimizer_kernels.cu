@@ -8,10 +8,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "core/error.h"
 #include "core/stochastic_round.h"
 #include "cuda/check.h"
+#include "cuda/launch.h"
 #include "cuda/stream.h"
 
 namespace uoe::cuda {
@@ -43,6 +45,8 @@ __device__ __forceinline__ void store(uint16_t& dst, float x, uint64_t index, ui
   const uint32_t bits = __float_as_uint(x);
   dst = bf16_round_stochastic(bits, rounding_noise(index, step, bits));
 }
+
+__device__ __forceinline__ double load(double x) { return x; }
 
 const uint16_t* bits_of(const BFloat16* p) { return reinterpret_cast<const uint16_t*>(p); }
 uint16_t* bits_of(BFloat16* p) { return reinterpret_cast<uint16_t*>(p); }
@@ -112,6 +116,25 @@ __global__ void adamw_multi_kernel(MultiArgs args, AdamWConsts c) {
   }
 }
 
+// part[b] = Σ g[i]² over block b's range [b·per_block, (b+1)·per_block), in float64, a fixed tree per block.
+template <class P>
+__global__ void squares_kernel(const P* g, int64_t n, int64_t per_block, double* part) {
+  __shared__ double s[kThreads];
+  const int64_t begin = int64_t(blockIdx.x) * per_block, end = min(n, begin + per_block);
+  double acc = 0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const double x = load(g[i]);
+    acc += x * x;
+  }
+  s[threadIdx.x] = acc;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (int(threadIdx.x) < w) s[threadIdx.x] += s[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) part[blockIdx.x] = s[0];
+}
+
 int blocks_for(int64_t n) { return int(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)); }
 
 cudaStream_t stream_of_current_device() {
@@ -131,6 +154,25 @@ void adamw(P* p, const P* g, float* m, float* v, int64_t n, const AdamWStep& s, 
 }
 
 template <class P>
+double sum_squares(const P* g, int64_t n) {
+  if (n <= 0) return 0.0;
+  const int64_t per_block = kChunk, blocks = (n + per_block - 1) / per_block;
+  int device = 0;
+  UOE_CUDA_CHECK(kOp, cudaGetDevice(&device));
+  const cudaStream_t stream = current_stream(device);
+  DeviceBuffer part(device, size_t(blocks) * sizeof(double));
+  squares_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(g, n, per_block, part.get<double>());
+  check_launch(kOp);
+  std::vector<double> host(static_cast<size_t>(blocks));
+  UOE_CUDA_CHECK(kOp, cudaMemcpyAsync(host.data(), part.get<double>(), host.size() * sizeof(double),
+                                      cudaMemcpyDeviceToHost, stream));
+  UOE_CUDA_CHECK(kOp, cudaStreamSynchronize(stream));
+  double total = 0;
+  for (double v : host) total += v;
+  return total;
+}
+
+template <class P>
 void sgd(P* p, const P* g, float* v, int64_t n, float lr, float momentum, float weight_decay, RoundingKey key) {
   if (n <= 0) return;
   sgd_kernel<<<blocks_for(n), kThreads, 0, stream_of_current_device()>>>(p, g, v, n, lr, momentum, weight_decay,
@@ -139,6 +181,10 @@ void sgd(P* p, const P* g, float* v, int64_t n, float lr, float momentum, float 
 }
 
 }  // namespace
+
+double squared_norm(const float* g, int64_t n) { return sum_squares(g, n); }
+double squared_norm(const double* g, int64_t n) { return sum_squares(g, n); }
+double squared_norm(const BFloat16* g, int64_t n) { return sum_squares(bits_of(g), n); }
 
 void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& s, RoundingKey key) {
   adamw(p, g, m, v, n, s, key);

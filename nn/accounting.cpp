@@ -255,21 +255,6 @@ Part head_part(const ModelConfig& m, const Step& s) {
   return h;
 }
 
-// Elements of the largest parameter tensor (gradient clipping works through float64 copies of one at a time).
-double largest_parameter(const ModelConfig& m, double ep) {
-  const FfnConfig& f = m.ffn;
-  const double d = double(m.d_model), V = double(m.vocab_size), n = double(f.n_experts);
-  const Experts e = layer_experts(m, ep);
-  double ffn = std::max({e.gate, e.up, e.down});
-  switch (f.kind) {
-    case FfnKind::Dense: ffn = d * double(f.hidden); break;
-    case FfnKind::MoE: ffn = std::max(ffn, d * double(f.shared_width)); break;
-    case FfnKind::AoE: ffn = std::max(ffn, d * n * double(f.d_low)); break;
-    case FfnKind::UoE: break;
-  }
-  return std::max({V * d, d * d, ffn});
-}
-
 // Bytes per element of a floating dtype the estimate supports; the error names the option.
 double float_bytes(DType t, const char* option) {
   UOE_CHECK(t == DType::Float32 || t == DType::BFloat16, "[estimate_training_memory] ", option,
@@ -341,11 +326,8 @@ MemoryEstimate estimate_training_memory(const ModelConfig& config, const MemoryO
   }
   // the embedding's backward: its gradient scattered into a zero [V, d] and summed with the head's
   moments.push_back({"the embedding backward", grads, 0, 0, 2 * tensor_bytes(V * d, p)});
-  // clip_grad_norm: two float64 copies of the largest gradient and their product
-  // clip_grad_norm: two float64 copies of the largest gradient and their product. Data parallel has pointed the
-  // float32 gradients at their buckets (bfloat16 ones at copies of them).
-  const double clipped = o.ranks > 1 && p == kF32 ? 0 : grads;
-  moments.push_back({"gradient clipping", clipped, 0, 0, 3 * tensor_bytes(largest_parameter(c, double(E)), 8)});
+  // (Gradient clipping and the optimiser step come after, with every gradient and nothing more: clip_grad_norm
+  // reads each gradient in place, the optimiser updates in place.)
 
   const Moment& peak = *std::max_element(moments.begin(), moments.end(),
                                          [](const Moment& a, const Moment& b) { return a.live() < b.live(); });

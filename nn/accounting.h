@@ -32,7 +32,7 @@ struct MemoryEstimate {
   double weight_copies = 0;  // weights cast for compute (and float32 copies the expert kernels keep) saved for backward
   double transient = 0;      // the working set of what runs at the peak: new gradients, float32 working copies
   double total = 0;          // the sum: the allocator's peak
-  std::string phase;         // where the peak falls: "the last block backward", "gradient clipping", ...
+  std::string phase;         // where the peak falls: "the last block backward", "the embedding backward", ...
 };
 
 // The estimate counts every tensor the forward keeps for backward and the backward's working set, as this

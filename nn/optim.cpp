@@ -66,6 +66,18 @@ void with_buffers(const Tensor& p, const Tensor& g, const Body& body) {
 // its storage, so that a ZeRO shard (a view at an offset into the parameter) rounds like the whole parameter.
 cpu::RoundingKey rounding_key(const Tensor& p, int64_t step) { return {uint32_t(step), p.offset()}; }
 
+// Σ g² of one gradient in float64, on its device, without a float64 copy of it.
+double squared_norm(const Tensor& g) {
+  const Tensor c = g.contiguous();
+  const ops::OnDevice on_device(c);
+  switch (c.dtype()) {
+    case DType::Float32: return UOE_KERNEL(c, squared_norm(c.data_ptr<float>(), c.numel()));
+    case DType::Float64: return UOE_KERNEL(c, squared_norm(c.data_ptr<double>(), c.numel()));
+    case DType::BFloat16: return UOE_KERNEL(c, squared_norm(c.data_ptr<BFloat16>(), c.numel()));
+    default: fail("[clip_grad_norm] a gradient is ", dtype_name(c.dtype()), ": expected float32, float64 or bfloat16");
+  }
+}
+
 }  // namespace
 
 bool decays_by_default(const std::string& name, const Tensor& p) {
@@ -188,7 +200,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, const 
     double s = 0;
     for (const Tensor& p : ps) {
       const Tensor g = p.grad();
-      if (g.defined()) s += ops::sum(g.to(DType::Float64) * g.to(DType::Float64)).item<double>();
+      if (g.defined()) s += squared_norm(g);
     }
     return s;
   };

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <vector>
 
 #include "core/stochastic_round.h"
 #include "ops/cpu/simd.h"
@@ -19,6 +20,7 @@ constexpr int64_t kChunk = 1 << 15;
 // A parameter element in float32 arithmetic, and back into its storage type (element `index` of its parameter).
 inline float load(float x) { return x; }
 inline float load(BFloat16 x) { return float(x); }
+inline double load(double x) { return x; }
 inline void store(float& dst, float x, uint64_t, uint32_t) { dst = x; }
 inline void store(BFloat16& dst, float x, uint64_t index, uint32_t step) {
   const uint32_t bits = std::bit_cast<uint32_t>(x);
@@ -76,7 +78,28 @@ void sgd(P* p, const P* g, float* v, int64_t n, float lr, float momentum, float 
   });
 }
 
+template <class P>
+double sum_squares(const P* g, int64_t n) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> part(static_cast<size_t>(chunks));
+  for_chunks(n, [&](int64_t b, int64_t len) {
+    double acc = 0;
+    for (int64_t i = b; i < b + len; ++i) {
+      const double x = load(g[i]);
+      acc += x * x;
+    }
+    part[size_t(b / kChunk)] = acc;
+  });
+  double total = 0;
+  for (double v : part) total += v;
+  return total;
+}
+
 }  // namespace
+
+double squared_norm(const float* g, int64_t n) { return sum_squares(g, n); }
+double squared_norm(const double* g, int64_t n) { return sum_squares(g, n); }
+double squared_norm(const BFloat16* g, int64_t n) { return sum_squares(g, n); }
 
 void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& s, RoundingKey key) {
   adamw(p, g, m, v, n, s, key);

@@ -1,4 +1,5 @@
-// CPU kernels of the optimisers: fused AdamW and SGD-with-momentum updates over flat buffers. Parameters and
+// CPU kernels of the optimisers: fused AdamW and SGD-with-momentum updates over flat buffers, and the squared norm
+// of a gradient. Parameters and
 // gradients are float32, or bfloat16 (bfloat16 parameter storage) with the update computed in float32 and the
 // parameter rounded back stochastically (core/stochastic_round.h); optimiser state is always float32.
 #pragma once
@@ -27,5 +28,9 @@ void sgd_update(float* p, const float* g, float* v, int64_t n, float lr, float m
                 RoundingKey key = {});
 void sgd_update(BFloat16* p, const BFloat16* g, float* v, int64_t n, float lr, float momentum, float weight_decay,
                 RoundingKey key = {});
+// Σ g² in float64 without a copy of g, summed in a fixed order whatever the thread count (gradient clipping).
+double squared_norm(const float* g, int64_t n);
+double squared_norm(const double* g, int64_t n);
+double squared_norm(const BFloat16* g, int64_t n);
 
 }  // namespace uoe::cpu

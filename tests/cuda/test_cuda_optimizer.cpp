@@ -115,6 +115,21 @@ TEST_F(CudaOptimizer, Bf16ParametersMatchTheCpuKernelOverSteps) {
   EXPECT_LT(rel_err(dvel, vel), 1e-5);
 }
 
+TEST_F(CudaOptimizer, SquaredNormMatchesTheCpuForEveryDtype) {
+  Generator gen(15);
+  for (int64_t n : {int64_t(1), int64_t(1000), int64_t(3) * 65536 + 77}) {
+    const Tensor g = randn({n}, TensorOptions{}.with_dtype(DType::Float64), &gen);
+    const Tensor f = g.to(DType::Float32), b = g.to(DType::BFloat16);
+    const Tensor dg = g.to(kGpu), df = f.to(kGpu), db = b.to(kGpu);
+    const double want = cpu::squared_norm(g.data_ptr<double>(), n);
+    EXPECT_NEAR(cuda::squared_norm(dg.data_ptr<double>(), n), want, 1e-12 * want) << n;
+    EXPECT_NEAR(cuda::squared_norm(df.data_ptr<float>(), n), cpu::squared_norm(f.data_ptr<float>(), n), 1e-12 * want);
+    EXPECT_NEAR(cuda::squared_norm(db.data_ptr<BFloat16>(), n), cpu::squared_norm(b.data_ptr<BFloat16>(), n),
+                1e-12 * want);
+    EXPECT_EQ(cuda::squared_norm(df.data_ptr<float>(), n), cuda::squared_norm(df.data_ptr<float>(), n));  // repeatable
+  }
+}
+
 TEST_F(CudaOptimizer, MultiTensorAdamWEqualsPerTensorBitForBit) {
   Generator gen(13);
   // More tensors than one launch holds (32), tensors spanning several chunks, one spanning more chunks than one

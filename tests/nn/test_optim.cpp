@@ -3,9 +3,12 @@
 
 #include <cmath>
 
+#include "core/allocator.h"
 #include "core/error.h"
+#include "core/rng.h"
 #include "nn/optim.h"
 #include "nn/transformer.h"
+#include "ops/ops.h"
 
 namespace uoe::nn {
 namespace {
@@ -68,6 +71,33 @@ TEST(Optim, ClipGradNormScalesToTheLimit) {
   EXPECT_NEAR(clip_grad_norm(m.parameters(), 1.0), 5.0, 1e-9);
   EXPECT_NEAR(m.b.grad().to_vector<float>()[1], 0.8, 1e-5);
   EXPECT_NEAR(clip_grad_norm(m.parameters(), 0.0), 1.0, 1e-5);  // 0: measure only
+}
+
+TEST(Optim, ClipGradNormReadsEveryDtypeAndStridedGradientsInPlace) {
+  // A large gradient (several chunks) in float32, float64 and bfloat16, and a transposed view: the norm is the
+  // float64 sum of squares; no float64 copy of a float32 gradient is made.
+  Generator gen(3);
+  const Tensor g64 = randn({300, 700}, TensorOptions{}.with_dtype(DType::Float64), &gen);
+  const double want = std::sqrt(ops::sum(g64 * g64).item<double>());
+  for (DType dt : {DType::Float32, DType::Float64, DType::BFloat16}) {
+    Tensor p = zeros({300, 700}, TensorOptions{}.with_dtype(dt));
+    const Tensor g = g64.to(dt);
+    p.set_grad(g);
+    const double rounding = dt == DType::BFloat16 ? 1e-2 : dt == DType::Float32 ? 1e-6 : 1e-12;
+    EXPECT_NEAR(clip_grad_norm({p}, 0.0), std::sqrt(ops::sum(g.to(DType::Float64) * g.to(DType::Float64)).item<double>()),
+                1e-12 * want) << dtype_name(dt);
+    EXPECT_NEAR(clip_grad_norm({p}, 0.0), want, rounding * want) << dtype_name(dt);
+  }
+  Tensor q = zeros({700, 300});
+  q.set_grad(g64.to(DType::Float32).mT());
+  EXPECT_NEAR(clip_grad_norm({q}, 0.0), want, 1e-6 * want);
+  Allocator& cpu = allocator_for(Device::cpu());
+  Tensor r = zeros({300, 700});
+  r.set_grad(g64.to(DType::Float32));
+  cpu.reset_peak();
+  const size_t before = cpu.stats().allocated;
+  clip_grad_norm({r}, 0.0);
+  EXPECT_LT(cpu.stats().peak - before, size_t(4096)) << "clip_grad_norm copied the gradient";
 }
 
 TEST(Optim, DecayRuleSkipsVectorsAndEmbeddings) {
