@@ -40,7 +40,6 @@ class Ffn : public Module {
   // there and back (nn/expert_parallel.h). The routing stays replicated; UoE gathers every expert's routing
   // neurons [0, r) from their owners. Every rank of `group` must run the same forwards and backwards.
   void shard_experts(Communicator& group);
-  Communicator* expert_group() const { return expert_group_; }
   // The expert weights (null for a dense FFN): full, or this rank's slices once sharded.
   virtual ExpertWeights* experts() { return nullptr; }
 
@@ -49,7 +48,7 @@ class Ffn : public Module {
   // All n experts' routing parts, W_gate[:, :, :r], W_up[:, :, :r], W_down[:, :r, :], from weights `w` in the
   // compute dtype: slices of w, or gathered from the ranks of the expert group (gradients flow to the owners).
   ExpertWeights routing_parts(const ExpertWeights& w, int64_t r) const;
-  // ops::expert_ffn, or expert_parallel_ffn across `expert_group`.
+  // ops::expert_ffn, or expert_parallel_ffn across the expert group once sharded.
   // indices, weights: [T, K]; w in the compute dtype of x.
   Tensor run_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& w, int64_t r0,
                      int64_t r1, const Tensor& gate_input = Tensor()) const;
