@@ -68,6 +68,24 @@ Fixture setup(const std::string& name) {
   return f;
 }
 
+// Trains each kind on world() with the experts split across pairs of ranks (with and without ZeRO-1) and, on
+// rank 0, expects the losses of one process on the same global batch.
+void expect_expert_parallel_follows_one_process(const Fixture& f, const std::vector<FfnKind>& kinds) {
+  for (FfnKind kind : kinds)
+    for (bool zero1 : {false, true}) {
+      const ModelConfig config = test::micro_config(kind);
+      const std::string name = std::string(ffn_kind_name(kind)) + (zero1 ? "_zero" : "");
+      const TrainResult r = train(config, options(f.dir + "/ep_" + name, 6, zero1, 2), *f.data, *f.tok);
+      EXPECT_EQ(r.steps, 6);
+      if (world().rank() == 0) {
+        LocalCommunicator one;
+        train(config, options(f.dir + "/single_" + name, 6, false), *f.data, *f.tok, one);
+        expect_close_losses(metrics(f.dir + "/ep_" + name), metrics(f.dir + "/single_" + name), 2e-5);
+      }
+      world().barrier();
+    }
+}
+
 TEST(DistributedTraining, DataParallelMatchesOneProcessWithTheSameBatch) {
   const Fixture f = setup("dist_train");
   const ModelConfig config = test::micro_config(FfnKind::UoE);
@@ -89,19 +107,7 @@ TEST(DistributedTraining, DataParallelMatchesOneProcessWithTheSameBatch) {
 
 TEST(DistributedTraining, ExpertParallelMatchesOneProcessForEveryExpertKind) {
   const Fixture f = setup("ep_train");
-  for (FfnKind kind : {FfnKind::MoE, FfnKind::AoE, FfnKind::UoE})
-    for (bool zero1 : {false, true}) {
-      const ModelConfig config = test::micro_config(kind);
-      const std::string name = std::string(ffn_kind_name(kind)) + (zero1 ? "_zero" : "");
-      const TrainResult r = train(config, options(f.dir + "/ep_" + name, 6, zero1, 2), *f.data, *f.tok);
-      EXPECT_EQ(r.steps, 6);
-      if (world().rank() == 0) {
-        LocalCommunicator one;
-        train(config, options(f.dir + "/single_" + name, 6, false), *f.data, *f.tok, one);
-        expect_close_losses(metrics(f.dir + "/ep_" + name), metrics(f.dir + "/single_" + name), 2e-5);
-      }
-      world().barrier();
-    }
+  expect_expert_parallel_follows_one_process(f, {FfnKind::MoE, FfnKind::AoE, FfnKind::UoE});
 }
 
 TEST(DistributedTraining, Bf16ParametersFollowOneProcessAndZeroRoundsAlike) {
@@ -213,18 +219,7 @@ TEST(DistributedTraining, ZeroCheckpointResumesAtTheSameAndAtOneRank) {
 TEST(FourRanks, ExpertGroupsOfTwoWithReplicasFollowOneProcess) {
   ASSERT_EQ(world().size(), 4) << "run under mpirun -np 4";
   const Fixture f = setup("four_ep");
-  for (FfnKind kind : {FfnKind::MoE, FfnKind::UoE})
-    for (bool zero1 : {false, true}) {
-      const ModelConfig config = test::micro_config(kind);
-      const std::string name = std::string(ffn_kind_name(kind)) + (zero1 ? "_zero" : "");
-      train(config, options(f.dir + "/ep_" + name, 6, zero1, 2), *f.data, *f.tok);
-      if (world().rank() == 0) {
-        LocalCommunicator one;
-        train(config, options(f.dir + "/single_" + name, 6, false), *f.data, *f.tok, one);
-        expect_close_losses(metrics(f.dir + "/ep_" + name), metrics(f.dir + "/single_" + name), 2e-5);
-      }
-      world().barrier();
-    }
+  expect_expert_parallel_follows_one_process(f, {FfnKind::MoE, FfnKind::UoE});
 }
 
 TEST(FourRanks, ExpertParallelCheckpointResumesOnTwoRanksAndOne) {
