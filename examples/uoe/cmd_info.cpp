@@ -20,14 +20,8 @@ nn::MemoryOptions memory_options(const Args& a, const nn::ModelConfig& c) {
   UOE_CHECK(o.batch >= 1, "--batch must be at least 1 (rows per process), got ", o.batch);
   o.seq = a.integer("seq", c.context);
   UOE_CHECK(o.seq >= 1 && o.seq <= c.context, "--seq must be in [1, context = ", c.context, "], got ", o.seq);
-  const std::string dtype = a.str("dtype", "f32");
-  UOE_CHECK(dtype == "f32" || dtype == "bf16", "--dtype '", dtype,
-            "': expected f32 or bf16 (bf16 compute over float32 master weights)");
-  o.compute = dtype == "bf16" ? DType::BFloat16 : DType::Float32;
-  const std::string param_dtype = a.str("param-dtype", "f32");
-  UOE_CHECK(param_dtype == "f32" || param_dtype == "bf16", "--param-dtype '", param_dtype,
-            "': expected f32 or bf16 (the parameters' and gradients' storage)");
-  o.storage = param_dtype == "bf16" ? DType::BFloat16 : DType::Float32;
+  o.compute = precision_flag(a, "dtype", "the compute dtype");
+  o.storage = precision_flag(a, "param-dtype", "the parameters' and gradients' storage");
   o.checkpoint_activations = a.flag("checkpoint-activations");
   o.ranks = a.integer("ranks", 1);
   UOE_CHECK(o.ranks >= 1, "--ranks must be at least 1 (processes of the run), got ", o.ranks);

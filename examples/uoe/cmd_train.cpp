@@ -57,13 +57,10 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   o.checkpoint_activations = a.flag("checkpoint-activations");
   o.expert_parallel = a.integer("expert-parallel", 1);
   o.device = train_device(a.str("device", "cpu"), comm);
-  const std::string dtype = a.str("dtype", "f32");
-  UOE_CHECK(dtype == "f32" || dtype == "bf16", "--dtype '", dtype, "': expected f32 or bf16 (bf16 compute over float32 master weights)");
-  if (dtype == "bf16") o.compute_dtype = DType::BFloat16;
-  const std::string param_dtype = a.str("param-dtype", "f32");
-  UOE_CHECK(param_dtype == "f32" || param_dtype == "bf16", "--param-dtype '", param_dtype,
-            "': expected f32 or bf16 (parameters and gradients stored in bfloat16, optimiser state in float32)");
-  if (param_dtype == "bf16") o.param_dtype = DType::BFloat16;
+  const bool bf16 = precision_flag(a, "dtype", "bf16 compute over float32 master weights") == DType::BFloat16;
+  if (bf16) o.compute_dtype = DType::BFloat16;
+  o.param_dtype = precision_flag(a, "param-dtype", "parameters and gradients stored in bfloat16, optimiser state in "
+                                 "float32");
   UOE_CHECK(o.steps > 0 && o.batch > 0 && o.seq > 0 && o.grad_accum > 0,
             "--steps, --batch, --seq and --grad-accum must be positive");
 
@@ -94,8 +91,8 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   }
   if (lead)
     std::printf("uoe train: %s (%s FFN) on %s (%s%s)%s, %ld train / %ld val tokens, batch %ld x %ld, %ld steps -> %s\n",
-                config.name.c_str(), nn::ffn_kind_name(config.ffn.kind), o.device.str().c_str(), dtype.c_str(),
-                param_dtype == "bf16" ? ", bf16 parameters" : "",
+                config.name.c_str(), nn::ffn_kind_name(config.ffn.kind), o.device.str().c_str(), bf16 ? "bf16" : "f32",
+                o.param_dtype == DType::BFloat16 ? ", bf16 parameters" : "",
                 ranks.c_str(), long(dataset.train_tokens()), long(dataset.val_tokens()), long(o.batch), long(o.seq), long(o.steps),
                 o.out_dir.c_str());
   const nn::TrainResult r = nn::train(config, o, dataset, *tok, comm);

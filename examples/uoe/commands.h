@@ -4,10 +4,13 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "nn/dataset.h"
 #include "nn/tokenizer.h"
 
 namespace uoe::cli {
+
+class Args;
 
 int cmd_train(const std::vector<std::string>& argv);
 int cmd_eval(const std::vector<std::string>& argv);
@@ -28,5 +31,8 @@ std::shared_ptr<nn::TokenFile> open_tokens(const std::string& data_path, const n
 // "byte", "bpe:<vocab>" (trained on the text at data_path) or a saved tokenizer .json file.
 std::unique_ptr<nn::Tokenizer> make_tokenizer(const std::string& spec, const std::string& data_path);
 void set_threads(int64_t threads);
+// A precision flag (--dtype, --param-dtype): "f32" (the default) or "bf16"; anything else is one error naming the
+// flag, with `meaning` saying what it sets.
+DType precision_flag(const Args& a, const std::string& flag, const std::string& meaning);
 
 }  // namespace uoe::cli

@@ -1,9 +1,10 @@
-// Helpers shared by the subcommands: tokenizers from a spec, token files from text, thread count.
+// Helpers shared by the subcommands: tokenizers from a spec, token files from text, thread count, precision flags.
 #include <omp.h>
 
 #include <cstring>
 #include <fstream>
 
+#include "args.h"
 #include "commands.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -41,6 +42,12 @@ std::unique_ptr<nn::Tokenizer> make_tokenizer(const std::string& spec, const std
 void set_threads(int64_t threads) {
   UOE_CHECK(threads >= 0, "--threads must be positive");
   if (threads > 0) omp_set_num_threads(int(threads));
+}
+
+DType precision_flag(const Args& a, const std::string& flag, const std::string& meaning) {
+  const std::string value = a.str(flag, "f32");
+  UOE_CHECK(value == "f32" || value == "bf16", "--", flag, " '", value, "': expected f32 or bf16 (", meaning, ")");
+  return value == "bf16" ? DType::BFloat16 : DType::Float32;
 }
 
 }  // namespace uoe::cli
