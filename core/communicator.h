@@ -12,6 +12,10 @@ namespace uoe {
 
 enum class ReduceOp { Sum, Max };
 
+// The dtype values of dtype t are summed in across ranks: float32 for the reduced floats (more exact, and MPI has
+// no bfloat16 sum), otherwise t.
+inline DType reduction_dtype(DType t) { return is_reduced_float(t) ? DType::Float32 : t; }
+
 // A collective started by an *_async call. The tensors it uses must stay untouched until it has completed.
 class Work {
  public:

@@ -12,15 +12,6 @@ RowRange rank_rows(int64_t batch, int rank, int size) {
   return {begin, end - begin};
 }
 
-namespace {
-
-// Gradients of bfloat16 parameters are summed in float32 (more exact, and MPI has no bfloat16 sum).
-DType reduction_dtype(const Tensor& param) {
-  return is_reduced_float(param.dtype()) ? DType::Float32 : param.dtype();
-}
-
-}  // namespace
-
 struct DataParallel::State {
   struct Slot {
     std::string name;
@@ -96,8 +87,9 @@ DataParallel::DataParallel(const NamedTensors& params, Communicator& comm, doubl
     UOE_CHECK(p.requires_grad() && p.is_contiguous(), collective::where(comm, "data_parallel"), "parameter '",
               it->first, "' must be a contiguous tensor that requires grad");
     const Tensor* prev = st.buckets.empty() ? nullptr : &st.slots[st.buckets.back().slots.back()].param;
-    const bool fits = prev && reduction_dtype(*prev) == reduction_dtype(p) && prev->device() == p.device() &&
-                      (elems + p.numel()) * int64_t(dtype_size(reduction_dtype(p))) <= bucket_bytes;
+    const bool fits = prev && reduction_dtype(prev->dtype()) == reduction_dtype(p.dtype()) &&
+                      prev->device() == p.device() &&
+                      (elems + p.numel()) * int64_t(dtype_size(reduction_dtype(p.dtype()))) <= bucket_bytes;
     if (!fits) {
       st.buckets.emplace_back();
       elems = 0;
@@ -109,7 +101,7 @@ DataParallel::DataParallel(const NamedTensors& params, Communicator& comm, doubl
   for (auto& b : st.buckets) {
     const State::Slot& last = st.slots[b.slots.back()];
     b.flat = zeros({last.offset + last.param.numel()},
-                   TensorOptions{}.with_dtype(reduction_dtype(last.param)).with_device(last.param.device()));
+                   TensorOptions{}.with_dtype(reduction_dtype(last.param.dtype())).with_device(last.param.device()));
   }
   std::weak_ptr<State> weak = state_;
   for (size_t i = 0; i < st.slots.size(); ++i)

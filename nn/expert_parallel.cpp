@@ -40,8 +40,7 @@ struct AllGatherRowsBackward final : autograd::Node {
   explicit AllGatherRowsBackward(Communicator& c) : comm(c) {}
   std::string name() const override { return "all_gather_rows"; }
   std::vector<Tensor> apply(const Tensor& g) override {
-    // summed in float32 for bfloat16 gradients (more exact, and MPI has no bfloat16 sum)
-    const DType sum_dtype = is_reduced_float(g.dtype()) ? DType::Float32 : g.dtype();
+    const DType sum_dtype = reduction_dtype(g.dtype());
     Shape shape = g.shape();
     shape[0] /= comm.size();
     Tensor own = empty(shape, TensorOptions{}.with_dtype(sum_dtype).with_device(g.device()));
