@@ -138,7 +138,8 @@ TEST(Bf16Parameters, TrainingFollowsFloat32AndResumesExactly) {
     EXPECT_TRUE(name == "step" || t.dtype() == DType::Float32) << name;
   LanguageModel f32_model(c.config);
   f32_model.load_state_dict(c.model);
-  EXPECT_EQ(f32_model.embed->weight.dtype(), DType::Float32);
+  for (const auto& [name, t] : f32_model.state_dict())  // every bfloat16 value exactly, in float32
+    EXPECT_EQ(t.to_vector<float>(), c.model.at(name).to(DType::Float32).to_vector<float>()) << name;
 
   // 7 steps, then resumed to 12: the same losses as 12 straight (stochastic rounding needs no saved state).
   train(config, micro_options(dir + "/split", 7, true), *data, *tok);

@@ -132,6 +132,29 @@ TEST(ExpertParallel, RankWithNoPairsJoinsTheExchanges) {
   }
 }
 
+TEST(ExpertParallel, AllGatherRowsBackwardSumsEveryRanksGradientOfItsRows) {
+  Communicator& comm = world();
+  const int r = comm.rank(), P = comm.size();
+  // rank r holds rows [[r], [10 + r]]; every rank gathers [[0], [10], [1], [11], ...]
+  Tensor x = from_vector<double>({double(r), 10.0 + r}, {2, 1});
+  x.requires_grad_(true);
+  const Tensor y = nn::all_gather_rows(x, comm);
+  ASSERT_EQ(y.size(0), 2 * P);
+  std::vector<double> want;
+  for (int j = 0; j < P; ++j) want.insert(want.end(), {double(j), 10.0 + j});
+  EXPECT_EQ(y.to_vector<double>(), want);
+  // rank j weighs gathered row i by (j + 1)(i + 1): rank r's row k collects Σ_j (j + 1)(2r + k + 1)
+  ops::sum(y * (arange(1, double(2 * P + 1)).reshape({2 * P, 1}).to(DType::Float64) * double(r + 1))).backward();
+  const double ranks = double(P * (P + 1) / 2);
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{ranks * (2 * r + 1), ranks * (2 * r + 2)}));
+  // bfloat16: summed in float32, handed back in bfloat16
+  Tensor b = full({2, 3}, 1.0 + r, TensorOptions{}.with_dtype(DType::BFloat16));
+  b.requires_grad_(true);
+  ops::sum(nn::all_gather_rows(b, comm)).backward();
+  EXPECT_EQ(b.grad().dtype(), DType::BFloat16);
+  EXPECT_EQ(b.grad().to(DType::Float32).to_vector<float>(), std::vector<float>(6, float(P)));
+}
+
 TEST(ExpertParallel, AllToAllBackwardIsTheReverseExchange) {
   Communicator& comm = world();
   // rank r sends r + 1 rows to rank 0 and 2 rows to rank 1, each row holding (sender, row)
