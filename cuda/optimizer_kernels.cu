@@ -14,6 +14,7 @@
 #include "core/stochastic_round.h"
 #include "cuda/check.h"
 #include "cuda/launch.h"
+#include "cuda/storage_access.cuh"
 #include "cuda/stream.h"
 
 namespace uoe::cuda {
@@ -36,20 +37,16 @@ AdamWConsts consts_of(const AdamWStep& s) {
           1.0f / s.bias_correction2};
 }
 
-// A parameter element in float32 arithmetic, and back into its storage: float32, or bfloat16 bits (uint16_t),
-// element `index` of its parameter.
-__device__ __forceinline__ float load(float x) { return x; }
-__device__ __forceinline__ float load(uint16_t bits) { return __uint_as_float(uint32_t(bits) << 16); }
+// Elements are loaded into float32 with load_as (cuda/storage_access.cuh) and stored back: float32 as it is,
+// bfloat16 rounded stochastically, keyed by the element's `index` in its parameter.
 __device__ __forceinline__ void store(float& dst, float x, uint64_t, uint32_t) { dst = x; }
-__device__ __forceinline__ void store(uint16_t& dst, float x, uint64_t index, uint32_t step) {
+__device__ __forceinline__ void store(__nv_bfloat16& dst, float x, uint64_t index, uint32_t step) {
   const uint32_t bits = __float_as_uint(x);
-  dst = bf16_round_stochastic(bits, rounding_noise(index, step, bits));
+  dst = __ushort_as_bfloat16(bf16_round_stochastic(bits, rounding_noise(index, step, bits)));
 }
 
-__device__ __forceinline__ double load(double x) { return x; }
-
-const uint16_t* bits_of(const BFloat16* p) { return reinterpret_cast<const uint16_t*>(p); }
-uint16_t* bits_of(BFloat16* p) { return reinterpret_cast<uint16_t*>(p); }
+const __nv_bfloat16* nv(const BFloat16* p) { return reinterpret_cast<const __nv_bfloat16*>(p); }
+__nv_bfloat16* nv(BFloat16* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
 
 float decay_of(float lr, float weight_decay) { return 1.0f - lr * weight_decay; }
 
@@ -57,13 +54,13 @@ float decay_of(float lr, float weight_decay) { return 1.0f - lr * weight_decay; 
 template <class P>
 __device__ __forceinline__ void adamw_one(P* p, const P* g, float* m, float* v, int64_t i, float decay,
                                           const AdamWConsts& c, RoundingKey key) {
-  const float gi = load(g[i]);
+  const float gi = load_as<float>(g + i);
   const float mi = __fadd_rn(__fmul_rn(c.beta1, m[i]), __fmul_rn(c.one_minus_beta1, gi));
   const float vi = __fadd_rn(__fmul_rn(c.beta2, v[i]), __fmul_rn(__fmul_rn(c.one_minus_beta2, gi), gi));
   m[i] = mi;
   v[i] = vi;
   const float denom = __fadd_rn(__fsqrt_rn(__fmul_rn(vi, c.inv_bc2)), c.eps);
-  store(p[i], __fsub_rn(__fmul_rn(load(p[i]), decay), __fdiv_rn(__fmul_rn(c.step, mi), denom)),
+  store(p[i], __fsub_rn(__fmul_rn(load_as<float>(p + i), decay), __fdiv_rn(__fmul_rn(c.step, mi), denom)),
         uint64_t(key.first_index + i), key.step);
 }
 
@@ -79,8 +76,8 @@ template <class P>
 __global__ void sgd_kernel(P* p, const P* g, float* v, int64_t n, float lr, float momentum, float wd,
                            RoundingKey key) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const float pi = load(p[i]);
-    const float vi = __fadd_rn(__fadd_rn(__fmul_rn(momentum, v[i]), load(g[i])), __fmul_rn(wd, pi));
+    const float pi = load_as<float>(p + i);
+    const float vi = __fadd_rn(__fadd_rn(__fmul_rn(momentum, v[i]), load_as<float>(g + i)), __fmul_rn(wd, pi));
     v[i] = vi;
     store(p[i], __fsub_rn(pi, __fmul_rn(lr, vi)), uint64_t(key.first_index + i), key.step);
   }
@@ -106,8 +103,8 @@ __global__ void adamw_multi_kernel(MultiArgs args, AdamWConsts c) {
   const int64_t begin = int64_t(args.chunk[blockIdx.x]) * kChunk;
   const int64_t end = min(args.n[t], begin + kChunk);
   if (args.bf16[t]) {  // the same branch for the whole block
-    uint16_t* p = static_cast<uint16_t*>(args.p[t]);
-    const uint16_t* g = static_cast<const uint16_t*>(args.g[t]);
+    __nv_bfloat16* p = static_cast<__nv_bfloat16*>(args.p[t]);
+    const __nv_bfloat16* g = static_cast<const __nv_bfloat16*>(args.g[t]);
     for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) adamw_one(p, g, args.m[t], args.v[t], i, args.decay[t], c, args.key[t]);
   } else {
     float* p = static_cast<float*>(args.p[t]);
@@ -123,7 +120,7 @@ __global__ void squares_kernel(const P* g, int64_t n, int64_t per_block, double*
   const int64_t begin = int64_t(blockIdx.x) * per_block, end = min(n, begin + per_block);
   double acc = 0;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    const double x = load(g[i]);
+    const double x = load_as<compute_t<P>>(g + i);
     acc += x * x;
   }
   s[threadIdx.x] = acc;
@@ -184,14 +181,14 @@ void sgd(P* p, const P* g, float* v, int64_t n, float lr, float momentum, float 
 
 double squared_norm(const float* g, int64_t n) { return sum_squares(g, n); }
 double squared_norm(const double* g, int64_t n) { return sum_squares(g, n); }
-double squared_norm(const BFloat16* g, int64_t n) { return sum_squares(bits_of(g), n); }
+double squared_norm(const BFloat16* g, int64_t n) { return sum_squares(nv(g), n); }
 
 void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& s, RoundingKey key) {
   adamw(p, g, m, v, n, s, key);
 }
 void adamw_update(BFloat16* p, const BFloat16* g, float* m, float* v, int64_t n, const AdamWStep& s,
                   RoundingKey key) {
-  adamw(bits_of(p), bits_of(g), m, v, n, s, key);
+  adamw(nv(p), nv(g), m, v, n, s, key);
 }
 void sgd_update(float* p, const float* g, float* v, int64_t n, float lr, float momentum, float weight_decay,
                 RoundingKey key) {
@@ -199,7 +196,7 @@ void sgd_update(float* p, const float* g, float* v, int64_t n, float lr, float m
 }
 void sgd_update(BFloat16* p, const BFloat16* g, float* v, int64_t n, float lr, float momentum, float weight_decay,
                 RoundingKey key) {
-  sgd(bits_of(p), bits_of(g), v, n, lr, momentum, weight_decay, key);
+  sgd(nv(p), nv(g), v, n, lr, momentum, weight_decay, key);
 }
 
 void adamw_update_multi(const std::vector<AdamWTensor>& tensors, const AdamWStep& s) {
