@@ -19,6 +19,7 @@
 #include "cuda/cuda_api.h"
 #include "cuda/expert_kernels.h"
 #include "cuda/gemm.h"
+#include "cuda/grouped_gemm.h"
 #include "cuda/stream.h"
 #include "gpu_timing.h"
 
@@ -103,7 +104,7 @@ BENCHMARK(BM_GpuAttentionBwdBf16)
 BENCHMARK(BM_GpuAttentionFwdF32)->Args({64, 1024})->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GpuAttentionBwdF32)->Args({64, 1024})->UseManualTime()->Unit(benchmark::kMillisecond);
 
-// ---- expert FFN: n = 8 experts, top-2, d = 1024, D = 2048, m tokens per expert (balanced) ------------------------
+// ---- expert FFN: m tokens per expert (balanced), two shapes (kExpertShapes) --------------------------------------
 // float32 with TF32, or bfloat16 (float32 accumulation). Work (forward + backward) = 11 GEMMs of 2·P·d·D FLOPs
 // (P = n·m pairs): forward H_g, H_p, O; backward recomputes H_g, H_p, computes dY Wdᵀ, dWd, dWg, dWu, dX (two
 // terms). The dense peer runs the same 11 GEMM shapes on one block of P rows in the same dtype (no gather, SwiGLU
@@ -115,13 +116,21 @@ void gemm_as(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int6
   else cuda::gemm<float>(ta, tb, M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc);
 }
 
+// Shape 0: 8 experts top-2, d = 1024, D = 2048 (the small presets' proportions); shape 1: 64 experts top-8,
+// d = 1536, D = 768 (3b-uoe's experts).
+struct ExpertBenchShape {
+  int64_t n, K, d, D;
+};
+constexpr ExpertBenchShape kExpertShapes[] = {{8, 2, 1024, 2048}, {64, 8, 1536, 768}};
+
 template <typename S>
 void run_expert_ffn(benchmark::State& state) {
   if (!have_gpu(state)) return;
   constexpr bool bf16 = std::is_same_v<S, BFloat16>;
   const bool previous_tf32 = cuda::allow_tf32();
   try {
-    const int64_t m = state.range(0), n = 8, K = 2, d = 1024, D = 2048, Tn = n * m / K, P = n * m;
+    const ExpertBenchShape& shape = kExpertShapes[state.range(1)];
+    const int64_t m = state.range(0), n = shape.n, K = shape.K, d = shape.d, D = shape.D, Tn = n * m / K, P = n * m;
     cuda::DeviceGuard guard(0);
     cuda::set_allow_tf32(true);
     const cpu::ExpertShape s{Tn, K, n, d, d, D, 0, D};
@@ -169,21 +178,13 @@ void run_expert_ffn(benchmark::State& state) {
       gemm_as<S>(false, true, P, d, D, f(Bm), D, f(W2), D, 0.f, f(dX), d);   // dX from dH_p
       gemm_as<S>(false, true, P, d, D, f(G), D, f(W1), D, 1.f, f(dX), d);    // + dH_g Wgᵀ
     };
-    for (int i = 0; i < 2; ++i) dense_chain();
-    cuda::synchronize(0, "bench moe dense");
-    cuda::Event start(true), stop(true);
-    const cudaStream_t stream = cuda::current_stream(0);
-    const int reps = 5;
-    start.record(stream);
-    for (int i = 0; i < reps; ++i) dense_chain();
-    stop.record(stream);
-    stop.synchronize();
-    const double dense_s = double(stop.elapsed_ms(start)) * 1e-3 / reps;
+    const double dense_s = seconds_per_call(dense_chain);
     const double dense_tflops = dense_s > 0 ? flops / dense_s * 1e-12 : 0.0;
     state.counters["TFLOP/s"] = tflops;
     state.counters["dense_TFLOP/s"] = dense_tflops;
     state.counters["ratio"] = dense_tflops > 0 ? tflops / dense_tflops : 0.0;
-    state.SetLabel(std::string(bf16 ? "bf16" : "f32+tf32") + " n=8 K=2 d=1024 D=2048 m=" + std::to_string(m));
+    state.SetLabel(std::string(bf16 ? "bf16" : "f32+tf32") + " n=" + std::to_string(n) + " K=" + std::to_string(K) +
+                   " d=" + std::to_string(d) + " D=" + std::to_string(D) + " m=" + std::to_string(m));
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
@@ -191,8 +192,56 @@ void run_expert_ffn(benchmark::State& state) {
 }
 void BM_GpuExpertFfn(benchmark::State& state) { run_expert_ffn<float>(state); }
 void BM_GpuExpertFfnBf16(benchmark::State& state) { run_expert_ffn<BFloat16>(state); }
-BENCHMARK(BM_GpuExpertFfn)->Arg(512)->Arg(2048)->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_GpuExpertFfnBf16)->Arg(512)->Arg(1024)->Arg(2048)->Arg(4096)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GpuExpertFfn)->Args({512, 0})->Args({2048, 0})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GpuExpertFfnBf16)
+    ->ArgsProduct({{512, 1024, 2048, 4096}, {0}})
+    ->Args({512, 1})
+    ->Args({2048, 1})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+// ---- grouped GEMM: the expert FFN's first stage at 3b-uoe's shape, bf16 -------------------------------------------
+// 64 experts x m rows: H_g, H_p = X_e [m, 1536] W[e] [1536, 768], 128 problems. One cuda::gemm_grouped call
+// (TFLOP/s) against the same problems one cuda::gemm_bf16 each (loop_TFLOP/s) and one dense GEMM pair over all
+// 64 m rows (dense_TFLOP/s); ratio = grouped / dense.
+void BM_GpuGroupedGemmBf16(benchmark::State& state) {
+  if (!have_gpu(state)) return;
+  try {
+    const int64_t m = state.range(0), n = 64, d = 1536, D = 768;
+    cuda::DeviceGuard guard(0);
+    Generator gen{uint64_t(m) + 17};
+    auto input = [&](const Shape& shape) { return randn(shape, {}, &gen).to(DType::BFloat16).to(kGpu); };
+    const Tensor X = input({n * m, d}), Wg = input({n, d, D}), Wu = input({n, d, D});
+    const TensorOptions o = TensorOptions{}.with_dtype(DType::BFloat16).with_device(kGpu);
+    const Tensor Hg = empty({n * m, D}, o), Hp = empty({n * m, D}, o);
+    auto p = [](const Tensor& t) { return t.data_ptr<BFloat16>(); };
+    std::vector<cuda::GemmProblem<BFloat16>> problems;
+    for (int64_t e = 0; e < n; ++e) {
+      problems.push_back({false, false, m, D, d, p(X) + e * m * d, d, p(Wg) + e * d * D, D, p(Hg) + e * m * D, D, false});
+      problems.push_back({false, false, m, D, d, p(X) + e * m * d, d, p(Wu) + e * d * D, D, p(Hp) + e * m * D, D, false});
+    }
+    const double seconds = time_with_events(state, [&] { cuda::gemm_grouped(problems, "bench grouped gemm"); });
+    const double flops = 2.0 * 2.0 * double(n * m) * double(d) * double(D);
+    const double loop_s = seconds_per_call([&] {
+      for (const auto& q : problems)
+        cuda::gemm_bf16(false, false, q.M, q.N, q.K, 1.f, q.A, q.lda, q.B, q.ldb, 0.f, q.C, q.ldc);
+    });
+    const double dense_s = seconds_per_call([&] {
+      cuda::gemm_bf16(false, false, n * m, D, d, 1.f, p(X), d, p(Wg), D, 0.f, p(Hg), D);
+      cuda::gemm_bf16(false, false, n * m, D, d, 1.f, p(X), d, p(Wu), D, 0.f, p(Hp), D);
+    });
+    const double tflops = seconds > 0 ? flops * double(state.iterations()) / seconds * 1e-12 : 0.0;
+    const double dense_tflops = dense_s > 0 ? flops / dense_s * 1e-12 : 0.0;
+    state.counters["TFLOP/s"] = tflops;
+    state.counters["loop_TFLOP/s"] = loop_s > 0 ? flops / loop_s * 1e-12 : 0.0;
+    state.counters["dense_TFLOP/s"] = dense_tflops;
+    state.counters["ratio"] = dense_tflops > 0 ? tflops / dense_tflops : 0.0;
+    state.SetLabel("bf16 n=64 d=1536 D=768 m=" + std::to_string(m));
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+BENCHMARK(BM_GpuGroupedGemmBf16)->Arg(128)->Arg(512)->Arg(2048)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 #endif

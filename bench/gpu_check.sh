@@ -71,7 +71,7 @@ for b in runs:
     name = b["name"]
     unit = next((u for u in ("TFLOP/s", "tokens/s", "GB/s") if u in b), None)
     value = f"{b[unit]:.4g}" if unit else f"{b.get('real_time', 0):.4g}"
-    extra = " ".join(f"{k}={b[k]:.3g}" for k in ("MFU", "dense_TFLOP/s", "ratio") if k in b)
+    extra = " ".join(f"{k}={b[k]:.3g}" for k in ("MFU", "loop_TFLOP/s", "dense_TFLOP/s", "ratio") if k in b)
     if b.get("label"):
         extra = (b["label"] + " " + extra).strip()
     print(f"{name:58s} {value:>14s} {unit or b.get('time_unit', ''):>9s} {extra:>22s}")

@@ -30,5 +30,19 @@ inline double time_with_events(benchmark::State& state, const std::function<void
   return total_s;
 }
 
+// A peer's time outside the benchmark loop: `warmup` calls, then the mean seconds of `reps` calls between two
+// events.
+inline double seconds_per_call(const std::function<void()>& body, int reps = 5, int warmup = 2) {
+  for (int i = 0; i < warmup; ++i) body();
+  cuda::synchronize(0, "bench peer warm-up");
+  const cudaStream_t stream = cuda::current_stream(0);
+  cuda::Event start(true), stop(true);
+  start.record(stream);
+  for (int i = 0; i < reps; ++i) body();
+  stop.record(stream);
+  stop.synchronize();
+  return double(stop.elapsed_ms(start)) * 1e-3 / reps;
+}
+
 }  // namespace uoe
 #endif

@@ -12,7 +12,7 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "cuda/check.h"
-#include "cuda/gemm.h"
+#include "cuda/grouped_gemm.h"
 #include "cuda/launch.h"
 #include "cuda/storage_access.cuh"
 #include "cuda/stream.h"
@@ -46,27 +46,31 @@ void zero_2d(const LaunchContext& c, T* p, int64_t pitch, int64_t width, int64_t
                                        c.stream));
 }
 
-// uoe::BFloat16 <-> __nv_bfloat16 pointers (the same 16 bits).
+// uoe::BFloat16 -> __nv_bfloat16 pointers (the same 16 bits).
 const __nv_bfloat16* nv(const BFloat16* p) { return reinterpret_cast<const __nv_bfloat16*>(p); }
 __nv_bfloat16* nv(BFloat16* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
-const BFloat16* ub(const __nv_bfloat16* p) { return reinterpret_cast<const BFloat16*>(p); }
-BFloat16* ub(__nv_bfloat16* p) { return reinterpret_cast<BFloat16*>(p); }
 
-// C = op(A) op(B) + beta C through cuda::gemm (bfloat16: cuda::gemm_bf16, float32 accumulation), with the empty
-// cases handled here: M or N == 0 writes nothing; K == 0 gives C = beta C (zeros for beta == 0).
+// The GEMMs of one stage of the experts (one or more per expert, none overlapping another's output), collected
+// and issued as one grouped cuBLAS call (cuda/grouped_gemm.h): C = op(A) op(B), or C += op(A) op(B).
 template <typename S>
-void mm(const LaunchContext& c, const char* op, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int64_t lda,
-        const S* B, int64_t ldb, compute_t<S> beta, S* C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  if (K == 0) {
-    if (beta == 0) zero_2d(c, C, ldc, N, M, op);
-    return;
+class StageGemms {
+ public:
+  using Blas = std::conditional_t<std::is_same_v<S, __nv_bfloat16>, BFloat16, S>;  // the grouped GEMM's type
+  explicit StageGemms(const char* op) : op_(op) {}
+  void add(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int64_t lda, const S* B, int64_t ldb,
+           S* C, int64_t ldc, bool accumulate = false) {
+    problems_.push_back({ta, tb, M, N, K, reinterpret_cast<const Blas*>(A), lda, reinterpret_cast<const Blas*>(B), ldb,
+                         reinterpret_cast<Blas*>(C), ldc, accumulate});
   }
-  if constexpr (std::is_same_v<S, __nv_bfloat16>)
-    gemm_bf16(ta, tb, M, N, K, 1.0f, ub(A), lda, ub(B), ldb, beta, ub(C), ldc);
-  else
-    gemm<S>(ta, tb, M, N, K, S(1), A, lda, B, ldb, beta, C, ldc);
-}
+  void run() {
+    gemm_grouped(problems_, op_);
+    problems_.clear();
+  }
+
+ private:
+  const char* op_;
+  std::vector<GemmProblem<Blas>> problems_;
+};
 
 // Deterministic sum of n doubles (one block, fixed per-thread strides and a fixed tree); synchronises.
 constexpr int kSumThreads = 256;
@@ -538,21 +542,22 @@ void expert_forward(const ExpertShape& s, const ExpertPlan& plan, const S* x, co
                                                                   gs.get<S>(), nullptr, nullptr, nullptr, nullptr);
   check_launch(op);
   const S* G = gate ? gs.get<S>() : xs.get<S>();
+  StageGemms<S> gemms(op);
   for (int64_t e = 0; e < s.n; ++e) {  // H_g = G_e Wg[e][:, r0:r1], H_p = X_e Wu[e][:, r0:r1]
     const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
     if (m == 0) continue;
-    mm<S>(c, op, false, false, m, R, dg, G + off * dg, dg, wg + e * dg * D + s.r0, D, 0, hg.get<S>() + off * R, R);
-    mm<S>(c, op, false, false, m, R, d, xs.get<S>() + off * d, d, wu + e * d * D + s.r0, D, 0,
-          hp.get<S>() + off * R, R);
+    gemms.add(false, false, m, R, dg, G + off * dg, dg, wg + e * dg * D + s.r0, D, hg.get<S>() + off * R, R);
+    gemms.add(false, false, m, R, d, xs.get<S>() + off * d, d, wu + e * d * D + s.r0, D, hp.get<S>() + off * R, R);
   }
+  gemms.run();
   swiglu_forward_kernel<S><<<blocks_for(P * R), kThreads, 0, c.stream>>>(P * R, hg.get<S>(), hp.get<S>());
   check_launch(op);
   for (int64_t e = 0; e < s.n; ++e) {  // O_e = A_e Wd[e][r0:r1, :]
     const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
     if (m == 0) continue;
-    mm<S>(c, op, false, false, m, d, R, hg.get<S>() + off * R, R, wd + (e * D + s.r0) * d, d, 0,
-          o.get<S>() + off * d, d);
+    gemms.add(false, false, m, d, R, hg.get<S>() + off * R, R, wd + (e * D + s.r0) * d, d, o.get<S>() + off * d, d);
   }
+  gemms.run();
   combine_kernel<S><<<row_blocks(s.T), kThreads, 0, c.stream>>>(s.T, s.K, d, dp.view, weights, o.get<S>(), y);
   check_launch(op);
 }
@@ -583,15 +588,15 @@ void expert_backward(const ExpertShape& s, const ExpertPlan& plan, const S* x, c
                                                                   gs.get<S>(), dy, dys.get<S>(), weights, ws.get<S>());
   check_launch(op);
   const S* G = gate ? gs.get<S>() : xs.get<S>();
+  StageGemms<S> gemms(op);
   for (int64_t e = 0; e < n; ++e) {  // recompute H_g, H_p; gb = dY_e Wd[e][r0:r1, :]^T
     const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
     if (m == 0) continue;
-    mm<S>(c, op, false, false, m, R, dg, G + off * dg, dg, wg + e * dg * D + s.r0, D, 0, hg.get<S>() + off * R, R);
-    mm<S>(c, op, false, false, m, R, d, xs.get<S>() + off * d, d, wu + e * d * D + s.r0, D, 0,
-          hp.get<S>() + off * R, R);
-    mm<S>(c, op, false, true, m, R, d, dys.get<S>() + off * d, d, wd + (e * D + s.r0) * d, d, 0,
-          gb.get<S>() + off * R, R);
+    gemms.add(false, false, m, R, dg, G + off * dg, dg, wg + e * dg * D + s.r0, D, hg.get<S>() + off * R, R);
+    gemms.add(false, false, m, R, d, xs.get<S>() + off * d, d, wu + e * d * D + s.r0, D, hp.get<S>() + off * R, R);
+    gemms.add(false, true, m, R, d, dys.get<S>() + off * d, d, wd + (e * D + s.r0) * d, d, gb.get<S>() + off * R, R);
   }
+  gemms.run();
   {  // gb <- w A, hg <- dH_g, hp <- dH_p, dweights of the selected slots
     const int warps = kThreads / 32;
     const unsigned blocks = unsigned(std::clamp<int64_t>((P + warps - 1) / warps, 1, int64_t(1) << 20));
@@ -599,6 +604,8 @@ void expert_backward(const ExpertShape& s, const ExpertPlan& plan, const S* x, c
                                                                  gb.get<S>(), dp.view, dweights);
     check_launch(op);
   }
+  // Two grouped calls: every product that writes its own output, then the one that accumulates onto dX_e.
+  StageGemms<S> accumulate(op);
   for (int64_t e = 0; e < n; ++e) {
     const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
     if (m == 0) continue;  // its weight gradients were zeroed above
@@ -606,16 +613,18 @@ void expert_backward(const ExpertShape& s, const ExpertPlan& plan, const S* x, c
     const S *hge = hg.get<S>() + off * R, *hpe = hp.get<S>() + off * R, *gbe = gb.get<S>() + off * R;
     const S *wge = wg + e * dg * D + s.r0, *wue = wu + e * d * D + s.r0;
     // Weight gradients over this expert's rows: dWd = (w A)^T dY, dWg = G^T dH_g, dWu = X^T dH_p.
-    if (dwd) mm<S>(c, op, true, false, R, d, m, gbe, R, dYe, d, 0, dwd + (e * D + s.r0) * d, d);
-    if (dwg) mm<S>(c, op, true, false, dg, R, m, Ge, dg, hge, R, 0, dwg + e * dg * D + s.r0, D);
-    if (dwu) mm<S>(c, op, true, false, d, R, m, Xe, d, hpe, R, 0, dwu + e * d * D + s.r0, D);
+    if (dwd) gemms.add(true, false, R, d, m, gbe, R, dYe, d, dwd + (e * D + s.r0) * d, d);
+    if (dwg) gemms.add(true, false, dg, R, m, Ge, dg, hge, R, dwg + e * dg * D + s.r0, D);
+    if (dwu) gemms.add(true, false, d, R, m, Xe, d, hpe, R, dwu + e * d * D + s.r0, D);
     // dX_e = dH_p Wu^T (+ dH_g Wg^T, or that term into dG_e with a gate input)
-    if (dx) mm<S>(c, op, false, true, m, d, R, hpe, R, wue, D, 0, dxs.get<S>() + off * d, d);
+    if (dx) gemms.add(false, true, m, d, R, hpe, R, wue, D, dxs.get<S>() + off * d, d);
     if (dgate)
-      mm<S>(c, op, false, true, m, dg, R, hge, R, wge, D, 0, dgs.get<S>() + off * dg, dg);
+      gemms.add(false, true, m, dg, R, hge, R, wge, D, dgs.get<S>() + off * dg, dg);
     else if (dx && !gate)
-      mm<S>(c, op, false, true, m, d, R, hge, R, wge, D, 1, dxs.get<S>() + off * d, d);
+      accumulate.add(false, true, m, d, R, hge, R, wge, D, dxs.get<S>() + off * d, d, /*accumulate=*/true);
   }
+  gemms.run();
+  accumulate.run();
   if ((dx || dgate || dweights) && s.T > 0) {
     scatter_back_kernel<S><<<row_blocks(s.T), kThreads, 0, c.stream>>>(s.T, K, n, d, dg, dp.view, dxs.get<S>(), dx,
                                                                        dgs.get<S>(), dgate, dweights);

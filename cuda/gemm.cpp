@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "cuda/blas_handle.h"
 #include "cuda/caching_allocator.h"
 #include "cuda/check.h"
 #include "cuda/gemm_scale.h"
@@ -36,17 +37,12 @@ constexpr size_t kMaxCachedAlgos = 4096;
 
 std::atomic<bool> g_allow_tf32{false};
 
-void check_blas(cublasStatus_t s, const char* what) {
-  if (s == CUBLAS_STATUS_SUCCESS) return;
-  fail("[", kOp, "] ", what, " failed: ", cublasLtGetStatusName(s), ": ", cublasLtGetStatusString(s));
-}
-#define UOE_BLAS_CHECK(call) check_blas((call), #call)
+#define UOE_BLAS_CHECK(call) check_blas((call), kOp, #call)
 
 // ---- per-device handles and workspaces ----------------------------------------------------------------------
 
 struct DeviceState {
   cublasLtHandle_t handle = nullptr;
-  cublasHandle_t blas = nullptr;  // the fallback's handle, created on first use
   std::map<cudaStream_t, void*> workspaces;  // one per stream, so that GEMMs on two streams never share one
 };
 
@@ -182,17 +178,12 @@ struct ColumnMajorProblem {
 
 void cublas_fallback(const GemmTypes& t, const ColumnMajorProblem& p, const void* alpha, const void* beta,
                      cudaStream_t stream) {
-  int device = 0;
-  UOE_CUDA_CHECK(kOp, cudaGetDevice(&device));
-  // The handle's stream is set and used under the lock, so that two threads never interleave the two calls.
-  std::lock_guard<std::mutex> lock(g_mu);
-  DeviceState& st = device_states()[size_t(device)];
-  if (!st.blas) UOE_BLAS_CHECK(cublasCreate(&st.blas));
-  UOE_BLAS_CHECK(cublasSetStream(st.blas, stream));
-  check_blas(cublasGemmStridedBatchedEx_64(st.blas, p.op_a, p.op_b, p.m, p.n, p.k, alpha, p.a, t.data, p.lda,
-                                           p.stride_a, p.b, t.data, p.ldb, p.stride_b, beta, p.c, t.data, p.ldc,
-                                           p.stride_c, p.batch, t.compute, CUBLAS_GEMM_DEFAULT),
-             "cublasGemmStridedBatchedEx_64");
+  with_blas_handle(stream, kOp, [&](cublasHandle_t blas) {
+    check_blas(cublasGemmStridedBatchedEx_64(blas, p.op_a, p.op_b, p.m, p.n, p.k, alpha, p.a, t.data, p.lda,
+                                             p.stride_a, p.b, t.data, p.ldb, p.stride_b, beta, p.c, t.data, p.ldc,
+                                             p.stride_c, p.batch, t.compute, CUBLAS_GEMM_DEFAULT),
+               kOp, "cublasGemmStridedBatchedEx_64");
+  });
 }
 
 // C = alpha op(A) op(B) + beta C for batch >= 1, M, N, K >= 1 (row-major, as cuda/gemm.h).
@@ -256,7 +247,7 @@ void lt_matmul(const GemmTypes& t, int64_t batch, bool trans_a, bool trans_b, in
     int found = 0;
     const cublasStatus_t s =
         cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc.d, la.d, lb.d, lc.d, lc.d, pref.d, 1, &result, &found);
-    if (s != CUBLAS_STATUS_SUCCESS && s != CUBLAS_STATUS_NOT_SUPPORTED) check_blas(s, "cublasLtMatmulAlgoGetHeuristic");
+    if (s != CUBLAS_STATUS_SUCCESS && s != CUBLAS_STATUS_NOT_SUPPORTED) check_blas(s, kOp, "cublasLtMatmulAlgoGetHeuristic");
     if (s == CUBLAS_STATUS_SUCCESS && found > 0) algo = result.algo;
     std::lock_guard<std::mutex> lock(g_mu);
     if (algo_cache().size() >= kMaxCachedAlgos) algo_cache().clear();
@@ -265,7 +256,7 @@ void lt_matmul(const GemmTypes& t, int64_t batch, bool trans_a, bool trans_b, in
   if (!algo) return cublas_fallback(t, p, alpha, beta, ctx.stream);
   check_blas(cublasLtMatmul(ctx.handle, desc.d, alpha, p.a, la.d, p.b, lb.d, beta, p.c, lc.d, p.c, lc.d, &*algo,
                             ctx.workspace, kWorkspaceBytes, ctx.stream),
-             "cublasLtMatmul");
+             kOp, "cublasLtMatmul");
 }
 
 // The shared driver: the CPU GEMM's edge cases, then one batched cuBLASLt call (one call per matrix when C is
