@@ -17,20 +17,31 @@ std::shared_ptr<Ffn> make_ffn(const ModelConfig& c, double out_std) {
   return nullptr;
 }
 
-FfnStats routing_stats(const Tensor& probs, const ops::Route& route, int64_t n_experts) {
-  NoGradGuard no_grad;
+FfnStats routing_stats(const Tensor& probs, const ops::Route& route) {
   FfnStats s;
-  std::vector<double> count(size_t(n_experts), 0.0);
+  s.probs = probs.detach();
+  s.indices = route.indices;
+  return s;
+}
+
+Tensor FfnStats::load() const {
+  UOE_CHECK(routed(), "[FfnStats::load] a dense FFN routes nothing");
+  const int64_t n = probs.size(1);
+  std::vector<double> count(size_t(n), 0.0);
   double total = 0;
-  for (int64_t e : route.indices.to_vector<int64_t>())
+  for (int64_t e : indices.to_vector<int64_t>())
     if (e >= 0) {
       count[size_t(e)] += 1;
       total += 1;
     }
   for (double& c : count) c = total > 0 ? c / total : 0.0;
-  s.load = from_vector(count, {n_experts}, TensorOptions{}.with_dtype(DType::Float64));
-  s.balance = ops::load_balance_loss(probs.detach(), route.indices).item<double>();
-  return s;
+  return from_vector(count, {n}, TensorOptions{}.with_dtype(DType::Float64));
+}
+
+double FfnStats::balance() const {
+  UOE_CHECK(routed(), "[FfnStats::balance] a dense FFN routes nothing");
+  NoGradGuard no_grad;
+  return ops::load_balance_loss(probs, indices).item<double>();
 }
 
 void Ffn::keep_trace(const Tensor& x, const Tensor& scores, const ops::Route& route) {

@@ -9,11 +9,15 @@
 
 namespace uoe::nn {
 
-// What one forward pass of an FFN layer reports besides its output.
+// What one forward pass of an FFN layer reports besides its output. The routing statistics are computed when
+// read, each read copying to the host, so that a training step on a GPU never waits for them.
 struct FfnStats {
   Tensor aux_loss;  // scalar added to the training loss (undefined when none)
-  Tensor load;      // [n] fraction of (token, slot) pairs routed to each expert (no grad); undefined for dense
-  double balance = 0;  // Switch balance n Σ f_i P_i: 1.0 means perfectly balanced
+  Tensor probs;     // [T, n] routing probabilities (detached); undefined for a dense FFN
+  Tensor indices;   // [T, K] the experts each token went to (-1 = empty slot); undefined for a dense FFN
+  bool routed() const { return indices.defined(); }
+  Tensor load() const;     // [n] float64: fraction of the (token, slot) pairs routed to each expert
+  double balance() const;  // Switch balance n Σ f_i P_i: 1.0 means perfectly balanced
 };
 
 // What the last forward routed, kept (detached) while `Ffn::record` is set: the input of analysis tools.
@@ -62,8 +66,8 @@ std::shared_ptr<Ffn> make_ffn(const ModelConfig& c, double out_std);
 // Routers, scores and their softmax run in float32 (float64 stays float64, for gradient checks).
 inline DType router_dtype(DType x) { return x == DType::Float64 ? x : DType::Float32; }
 
-// Routing statistics shared by the expert kinds: load per expert and the balance value.
-FfnStats routing_stats(const Tensor& probs, const ops::Route& route, int64_t n_experts);
+// The routing statistics of the expert kinds, read later (FfnStats::load, balance): probs [T, n] and the route.
+FfnStats routing_stats(const Tensor& probs, const ops::Route& route);
 
 class DenseFfn : public Ffn {
  public:

@@ -32,7 +32,7 @@ Tensor MoeFfn::forward(const Tensor& x) {
   Tensor y = run_experts(x, route.indices, route.weights.to(dt), w.to(dt), 0, cfg.expert_width);
   if (shared) y = y + shared->forward(x);
   const Tensor probs = ops::softmax(logits, -1);
-  stats = routing_stats(probs, route, cfg.n_experts);
+  stats = routing_stats(probs, route);
   if (cfg.aux_loss > 0) stats.aux_loss = ops::load_balance_loss(probs, route.indices) * cfg.aux_loss;
   if (cfg.z_loss > 0) {
     const Tensor z = ops::router_z_loss(logits) * cfg.z_loss;
@@ -55,7 +55,7 @@ Tensor AoeFfn::forward(const Tensor& x) {
   const ops::Route route = ops::topk_route(scores, cfg.top_k, weights_mode(cfg.weights));
   const Tensor y = run_experts(x, route.indices, route.weights.to(dt), w.to(dt), 0, cfg.expert_width, c.view({T, n, cfg.d_low}));
   const Tensor probs = ops::softmax(scores, -1);
-  stats = routing_stats(probs, route, n);
+  stats = routing_stats(probs, route);
   if (cfg.aux_loss > 0) stats.aux_loss = ops::load_balance_loss(probs, route.indices) * cfg.aux_loss;
   if (record) keep_trace(x, scores, route);
   return y;

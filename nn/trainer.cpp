@@ -83,11 +83,11 @@ json::Value layer_metrics(const LanguageModel& model) {
   json::Value layers = json::Value::array();
   for (const FfnStats& s : model.layer_stats()) {
     json::Value l = json::Value::object();
-    if (s.load.defined()) {
+    if (s.routed()) {
       json::Value load = json::Value::array();
-      for (double f : s.load.to_vector<double>()) load.push_back(f);
+      for (double f : s.load().to_vector<double>()) load.push_back(f);
       l["load"] = load;
-      l["balance"] = s.balance;
+      l["balance"] = s.balance();
     }
     layers.push_back(l);
   }

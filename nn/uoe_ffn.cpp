@@ -71,7 +71,7 @@ Tensor UoeFfn::forward(const Tensor& x) {
     y = ops::matmul(h * unselected, wo_r) + run_experts(x, route.indices, weights, experts, 0, D);
   }
   const Tensor probs = ops::softmax(s, -1);
-  stats = routing_stats(probs, route, n);
+  stats = routing_stats(probs, route);
   if (cfg.aux_loss > 0) stats.aux_loss = ops::load_balance_loss(probs, route.indices) * cfg.aux_loss;
   if (cfg.routing == "topp") {  // entropy regulariser 1e-4 on P = softmax(s)
     const Tensor entropy = -ops::mean(ops::sum(probs * ops::log_softmax(s, -1), {-1}));

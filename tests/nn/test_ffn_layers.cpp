@@ -172,11 +172,37 @@ TEST(FfnLayers, RoutingStatsReportLoadAndBalance) {
   manual_seed(3);
   auto layer = make_ffn(c, 0.02);
   layer->forward(randn({64, c.d_model}));
-  const auto load = layer->stats.load.to_vector<double>();
-  double total = 0;
-  for (double f : load) total += f;
+  ASSERT_TRUE(layer->stats.routed());
+  // The statistics are read from what the forward kept: recount them here.
+  const int64_t n = c.ffn.n_experts;
+  const std::vector<int64_t> idx = layer->stats.indices.to_vector<int64_t>();
+  const std::vector<double> probs = layer->stats.probs.to(DType::Float64).to_vector<double>();
+  const int64_t T = layer->stats.probs.size(0);
+  std::vector<double> count(size_t(n), 0.0), mean_p(size_t(n), 0.0);
+  double routed = 0;
+  for (int64_t e : idx)
+    if (e >= 0) count[size_t(e)] += 1, routed += 1;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t e = 0; e < n; ++e) mean_p[size_t(e)] += probs[size_t(t * n + e)] / double(T);
+  const std::vector<double> load = layer->stats.load().to_vector<double>();
+  ASSERT_EQ(int64_t(load.size()), n);
+  double total = 0, balance = 0;
+  for (int64_t e = 0; e < n; ++e) {
+    EXPECT_DOUBLE_EQ(load[size_t(e)], count[size_t(e)] / routed) << "expert " << e;
+    total += load[size_t(e)];
+    balance += double(n) * load[size_t(e)] * mean_p[size_t(e)];
+  }
   EXPECT_NEAR(total, 1.0, 1e-12);
-  EXPECT_GT(layer->stats.balance, 0.0);
+  EXPECT_NEAR(layer->stats.balance(), balance, 1e-6);
+  EXPECT_FALSE(layer->stats.probs.requires_grad()) << "the kept probabilities must not hold the graph";
+}
+
+TEST(FfnLayers, DenseFfnHasNoRoutingStats) {
+  ModelConfig c = small_config(FfnKind::Dense);
+  auto layer = make_ffn(c, 0.02);
+  layer->forward(randn({8, c.d_model}));
+  EXPECT_FALSE(layer->stats.routed());
+  EXPECT_THROW(layer->stats.load(), Error);
 }
 
 }  // namespace
