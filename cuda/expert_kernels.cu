@@ -16,6 +16,7 @@
 #include "cuda/launch.h"
 #include "cuda/storage_access.cuh"
 #include "cuda/stream.h"
+#include "cuda/sum_doubles.cuh"
 
 namespace uoe::cuda {
 namespace {
@@ -72,24 +73,12 @@ class StageGemms {
   std::vector<GemmProblem<Blas>> problems_;
 };
 
-// Deterministic sum of n doubles (one block, fixed per-thread strides and a fixed tree); synchronises.
+// Deterministic sum of n doubles (cuda/sum_doubles.cuh); synchronises.
 constexpr int kSumThreads = 256;
-__global__ void sum_doubles_kernel(const double* v, int64_t n, double* out) {
-  __shared__ double part[kSumThreads];
-  double acc = 0;
-  for (int64_t i = threadIdx.x; i < n; i += kSumThreads) acc += v[i];
-  part[threadIdx.x] = acc;
-  __syncthreads();
-  for (int w = kSumThreads / 2; w > 0; w /= 2) {
-    if (int(threadIdx.x) < w) part[threadIdx.x] += part[threadIdx.x + w];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) *out = part[0];
-}
 double sum_doubles(const LaunchContext& c, const double* v, int64_t n, const char* op) {
   if (n <= 0) return 0.0;
   DeviceBuffer out(c.device, sizeof(double));
-  sum_doubles_kernel<<<1, kSumThreads, 0, c.stream>>>(v, n, out.get<double>());
+  sum_doubles_kernel<kSumThreads><<<1, kSumThreads, 0, c.stream>>>(v, n, out.get<double>());
   check_launch(op);
   double host = 0;
   UOE_CUDA_CHECK(op, cudaMemcpyAsync(&host, out.get<double>(), sizeof(double), cudaMemcpyDeviceToHost, c.stream));

@@ -16,6 +16,7 @@
 #include "cuda/launch.h"
 #include "cuda/storage_access.cuh"
 #include "cuda/stream.h"
+#include "cuda/sum_doubles.cuh"
 
 namespace uoe::cuda {
 namespace {
@@ -151,22 +152,16 @@ void adamw(P* p, const P* g, float* m, float* v, int64_t n, const AdamWStep& s, 
 }
 
 template <class P>
-double sum_squares(const P* g, int64_t n) {
-  if (n <= 0) return 0.0;
-  const int64_t per_block = kChunk, blocks = (n + per_block - 1) / per_block;
+void sum_squares(const P* g, int64_t n, double* out) {
   int device = 0;
   UOE_CUDA_CHECK(kOp, cudaGetDevice(&device));
   const cudaStream_t stream = current_stream(device);
+  const int64_t per_block = kChunk, blocks = std::max<int64_t>((n + per_block - 1) / per_block, 1);
   DeviceBuffer part(device, size_t(blocks) * sizeof(double));
   squares_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(g, n, per_block, part.get<double>());
   check_launch(kOp);
-  std::vector<double> host(static_cast<size_t>(blocks));
-  UOE_CUDA_CHECK(kOp, cudaMemcpyAsync(host.data(), part.get<double>(), host.size() * sizeof(double),
-                                      cudaMemcpyDeviceToHost, stream));
-  UOE_CUDA_CHECK(kOp, cudaStreamSynchronize(stream));
-  double total = 0;
-  for (double v : host) total += v;
-  return total;
+  sum_doubles_kernel<kThreads><<<1, kThreads, 0, stream>>>(part.get<double>(), blocks, out);
+  check_launch(kOp);
 }
 
 template <class P>
@@ -179,9 +174,9 @@ void sgd(P* p, const P* g, float* v, int64_t n, float lr, float momentum, float 
 
 }  // namespace
 
-double squared_norm(const float* g, int64_t n) { return sum_squares(g, n); }
-double squared_norm(const double* g, int64_t n) { return sum_squares(g, n); }
-double squared_norm(const BFloat16* g, int64_t n) { return sum_squares(nv(g), n); }
+void squared_norm(const float* g, int64_t n, double* out) { sum_squares(g, n, out); }
+void squared_norm(const double* g, int64_t n, double* out) { sum_squares(g, n, out); }
+void squared_norm(const BFloat16* g, int64_t n, double* out) { sum_squares(nv(g), n, out); }
 
 void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& s, RoundingKey key) {
   adamw(p, g, m, v, n, s, key);

@@ -22,10 +22,11 @@ void sgd_update(float* p, const float* g, float* v, int64_t n, float lr, float m
                 RoundingKey key = {});
 void sgd_update(BFloat16* p, const BFloat16* g, float* v, int64_t n, float lr, float momentum, float weight_decay,
                 RoundingKey key = {});
-// Σ g² in float64, blocks over fixed ranges summed on the host in order (deterministic); synchronises.
-double squared_norm(const float* g, int64_t n);
-double squared_norm(const double* g, int64_t n);
-double squared_norm(const BFloat16* g, int64_t n);
+// *out (device) = Σ g² in float64: blocks over fixed ranges, their sums added by one block in a fixed order
+// (deterministic). Asynchronous: nothing waits for the result.
+void squared_norm(const float* g, int64_t n, double* out);
+void squared_norm(const double* g, int64_t n, double* out);
+void squared_norm(const BFloat16* g, int64_t n, double* out);
 
 // One parameter of a multi-tensor update: its buffers (all on the current device), length and weight decay.
 struct AdamWTensor {

@@ -66,16 +66,35 @@ void with_buffers(const Tensor& p, const Tensor& g, const Body& body) {
 // its storage, so that a ZeRO shard (a view at an offset into the parameter) rounds like the whole parameter.
 cpu::RoundingKey rounding_key(const Tensor& p, int64_t step) { return {uint32_t(step), p.offset()}; }
 
-// Σ g² of one gradient in float64, on its device, without a float64 copy of it.
-double squared_norm(const Tensor& g) {
+// Σ g² of one gradient in float64 into *out (memory on g's device), without a float64 copy of it.
+void squared_norm(const Tensor& g, double* out) {
   const Tensor c = g.contiguous();
   const ops::OnDevice on_device(c);
   switch (c.dtype()) {
-    case DType::Float32: return UOE_KERNEL(c, squared_norm(c.data_ptr<float>(), c.numel()));
-    case DType::Float64: return UOE_KERNEL(c, squared_norm(c.data_ptr<double>(), c.numel()));
-    case DType::BFloat16: return UOE_KERNEL(c, squared_norm(c.data_ptr<BFloat16>(), c.numel()));
+    case DType::Float32: return UOE_KERNEL(c, squared_norm(c.data_ptr<float>(), c.numel(), out));
+    case DType::Float64: return UOE_KERNEL(c, squared_norm(c.data_ptr<double>(), c.numel(), out));
+    case DType::BFloat16: return UOE_KERNEL(c, squared_norm(c.data_ptr<BFloat16>(), c.numel(), out));
     default: fail("[clip_grad_norm] a gradient is ", dtype_name(c.dtype()), ": expected float32, float64 or bfloat16");
   }
+}
+
+// Σ g² over the gradients of `params`, added in their order: each gradient's sum lands in one float64 vector on
+// their device, read back once (one synchronisation on a GPU, not one per gradient).
+double sum_of_squares(const std::vector<Tensor>& params) {
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return 0.0;
+  const Device device = grads.front().device();
+  Tensor parts = empty({int64_t(grads.size())}, TensorOptions{}.with_dtype(DType::Float64).with_device(device));
+  for (size_t i = 0; i < grads.size(); ++i) {
+    UOE_CHECK(grads[i].device() == device, "[clip_grad_norm] gradients on ", device.str(), " and ",
+              grads[i].device().str(), ": expected one device");
+    squared_norm(grads[i], parts.data_ptr<double>() + i);
+  }
+  double s = 0;
+  for (double v : parts.to_vector<double>()) s += v;
+  return s;
 }
 
 }  // namespace
@@ -196,14 +215,6 @@ double warmup_cosine_lr(int64_t step, int64_t warmup, int64_t total, double max_
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, const std::vector<Tensor>& sharded,
                       Communicator* group) {
   NoGradGuard no_grad;
-  auto sum_of_squares = [](const std::vector<Tensor>& ps) {
-    double s = 0;
-    for (const Tensor& p : ps) {
-      const Tensor g = p.grad();
-      if (g.defined()) s += squared_norm(g);
-    }
-    return s;
-  };
   double sumsq = sum_of_squares(params);
   if (!sharded.empty() || group) {
     UOE_CHECK(group, "[clip_grad_norm] sharded parameters need the group that shares them");

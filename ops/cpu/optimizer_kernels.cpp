@@ -97,9 +97,9 @@ double sum_squares(const P* g, int64_t n) {
 
 }  // namespace
 
-double squared_norm(const float* g, int64_t n) { return sum_squares(g, n); }
-double squared_norm(const double* g, int64_t n) { return sum_squares(g, n); }
-double squared_norm(const BFloat16* g, int64_t n) { return sum_squares(g, n); }
+void squared_norm(const float* g, int64_t n, double* out) { *out = sum_squares(g, n); }
+void squared_norm(const double* g, int64_t n, double* out) { *out = sum_squares(g, n); }
+void squared_norm(const BFloat16* g, int64_t n, double* out) { *out = sum_squares(g, n); }
 
 void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& s, RoundingKey key) {
   adamw(p, g, m, v, n, s, key);

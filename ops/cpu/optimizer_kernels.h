@@ -28,9 +28,10 @@ void sgd_update(float* p, const float* g, float* v, int64_t n, float lr, float m
                 RoundingKey key = {});
 void sgd_update(BFloat16* p, const BFloat16* g, float* v, int64_t n, float lr, float momentum, float weight_decay,
                 RoundingKey key = {});
-// Σ g² in float64 without a copy of g, summed in a fixed order whatever the thread count (gradient clipping).
-double squared_norm(const float* g, int64_t n);
-double squared_norm(const double* g, int64_t n);
-double squared_norm(const BFloat16* g, int64_t n);
+// *out = Σ g² in float64 without a copy of g, summed in a fixed order whatever the thread count (gradient
+// clipping).
+void squared_norm(const float* g, int64_t n, double* out);
+void squared_norm(const double* g, int64_t n, double* out);
+void squared_norm(const BFloat16* g, int64_t n, double* out);
 
 }  // namespace uoe::cpu

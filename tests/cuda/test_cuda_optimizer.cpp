@@ -115,18 +115,33 @@ TEST_F(CudaOptimizer, Bf16ParametersMatchTheCpuKernelOverSteps) {
   EXPECT_LT(rel_err(dvel, vel), 1e-5);
 }
 
+// cpu::squared_norm and cuda::squared_norm (into a device double, read back here).
+double cpu_squared_norm(const Tensor& g) {
+  double out = -1;
+  if (g.dtype() == DType::Float64) cpu::squared_norm(g.data_ptr<double>(), g.numel(), &out);
+  else if (g.dtype() == DType::Float32) cpu::squared_norm(g.data_ptr<float>(), g.numel(), &out);
+  else cpu::squared_norm(g.data_ptr<BFloat16>(), g.numel(), &out);
+  return out;
+}
+double gpu_squared_norm(const Tensor& g) {
+  Tensor out = full({1}, std::numeric_limits<double>::quiet_NaN(),
+                    TensorOptions{}.with_dtype(DType::Float64).with_device(kGpu));  // poisoned
+  if (g.dtype() == DType::Float64) cuda::squared_norm(g.data_ptr<double>(), g.numel(), out.data_ptr<double>());
+  else if (g.dtype() == DType::Float32) cuda::squared_norm(g.data_ptr<float>(), g.numel(), out.data_ptr<double>());
+  else cuda::squared_norm(g.data_ptr<BFloat16>(), g.numel(), out.data_ptr<double>());
+  return out.item<double>();
+}
+
 TEST_F(CudaOptimizer, SquaredNormMatchesTheCpuForEveryDtype) {
   Generator gen(15);
-  for (int64_t n : {int64_t(1), int64_t(1000), int64_t(3) * 65536 + 77}) {
+  for (int64_t n : {int64_t(0), int64_t(1), int64_t(1000), int64_t(3) * 65536 + 77}) {
     const Tensor g = randn({n}, TensorOptions{}.with_dtype(DType::Float64), &gen);
     const Tensor f = g.to(DType::Float32), b = g.to(DType::BFloat16);
-    const Tensor dg = g.to(kGpu), df = f.to(kGpu), db = b.to(kGpu);
-    const double want = cpu::squared_norm(g.data_ptr<double>(), n);
-    EXPECT_NEAR(cuda::squared_norm(dg.data_ptr<double>(), n), want, 1e-12 * want) << n;
-    EXPECT_NEAR(cuda::squared_norm(df.data_ptr<float>(), n), cpu::squared_norm(f.data_ptr<float>(), n), 1e-12 * want);
-    EXPECT_NEAR(cuda::squared_norm(db.data_ptr<BFloat16>(), n), cpu::squared_norm(b.data_ptr<BFloat16>(), n),
-                1e-12 * want);
-    EXPECT_EQ(cuda::squared_norm(df.data_ptr<float>(), n), cuda::squared_norm(df.data_ptr<float>(), n));  // repeatable
+    const double want = cpu_squared_norm(g);
+    EXPECT_NEAR(gpu_squared_norm(g.to(kGpu)), want, 1e-12 * want) << n;
+    EXPECT_NEAR(gpu_squared_norm(f.to(kGpu)), cpu_squared_norm(f), 1e-12 * want) << n;
+    EXPECT_NEAR(gpu_squared_norm(b.to(kGpu)), cpu_squared_norm(b), 1e-12 * want) << n;
+    EXPECT_EQ(gpu_squared_norm(f.to(kGpu)), gpu_squared_norm(f.to(kGpu))) << "not repeatable at n = " << n;
   }
 }
 
