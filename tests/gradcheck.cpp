@@ -62,6 +62,8 @@ Tensor random_double(const Shape& shape, uint64_t seed, bool positive) {
   return randn(shape, f64, &g);
 }
 
+void PrintTo(const GradCase& c, std::ostream* os) { *os << c.name; }
+
 std::string check_gradients(const GradCase& c, Layout layout, uint64_t seed, double tol) {
   // Leaves (what we differentiate) and the views of them that the op sees.
   std::vector<Tensor> leaves, inputs;

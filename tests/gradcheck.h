@@ -1,6 +1,7 @@
 // Finite-difference gradient checks in double precision, shared by the op tests.
 #pragma once
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -12,12 +13,16 @@ using OpFn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 enum class Layout { Contiguous, Strided };  // Strided: every input is a step-2 slice of a wider leaf
 
+// One op case of the tables (gradient checks, CPU-vs-CUDA parity): fn on fresh random inputs of `shapes`.
 struct GradCase {
   std::string name;
-  std::vector<Shape> shapes;  // one per differentiable input
+  std::vector<Shape> shapes;  // one per floating input
   OpFn fn;
   bool positive = false;  // inputs drawn from [0.5, 2) instead of N(0, 1)
+  bool differentiable = true;  // false: compared forward only (integer outputs, sign)
 };
+// How gtest prints a case: its name, not its bytes.
+void PrintTo(const GradCase& c, std::ostream* os);
 
 // Checks d(sum(fn(inputs) * w))/d input against central differences (h = 1e-6) for every
 // element of every input; w is a fixed random weight. Returns "" or a description of the

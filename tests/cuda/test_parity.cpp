@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
 #include <ostream>
 
 #include "core/rng.h"
@@ -22,16 +21,8 @@ namespace uoe {
 namespace {
 
 using Inputs = std::vector<Tensor>;
-
-struct ParityCase {
-  std::string name;
-  std::vector<Shape> shapes;                      // floating inputs, drawn fresh (and requiring grad)
-  std::function<Tensor(const Inputs&)> f;         // runs on whatever device the inputs are on
-  bool positive = false;                          // inputs drawn in (0.5, 1.5) (log, sqrt, pow, ...)
-  bool differentiable = true;
-};
-// How ctest and gtest print a case ("expert_ffn", not its bytes).
-void PrintTo(const ParityCase& c, std::ostream* os) { *os << c.name; }
+// A case runs its fn on whatever device its inputs are on; positive inputs are drawn in [0.75, 1.5).
+using ParityCase = testing::GradCase;
 
 // An int64 tensor with `values` on the device of `like`.
 Tensor ids(const Tensor& like, const std::vector<int64_t>& values, const Shape& shape) {
@@ -191,7 +182,7 @@ TEST_P(CudaParity, ForwardAndBackwardMatchTheCpu) {
   uint64_t seed = 1000;
   Inputs cpu, gpu;
   for (const Shape& s : c.shapes) {
-    // positive: (0.5, 1.5); else standard normal-ish values, never zeros
+    // positive: [0.75, 1.5); else standard normal values, never zeros
     Tensor x = testing::random_double(s, seed++, c.positive);
     if (c.positive) x = x * 0.5 + 0.5;
     x = x.to(d.dtype).detach();
@@ -201,7 +192,7 @@ TEST_P(CudaParity, ForwardAndBackwardMatchTheCpu) {
     if (c.differentiable) y.requires_grad_();
     gpu.push_back(y);
   }
-  const Tensor want = c.f(cpu), got = c.f(gpu);
+  const Tensor want = c.fn(cpu), got = c.fn(gpu);
   expect_close(got, want, d.tolerance, c.name + " forward");
   if (!c.differentiable || !want.requires_grad()) return;
   const Tensor grad = testing::random_double(want.shape(), seed++).to(want.dtype());
