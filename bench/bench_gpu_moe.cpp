@@ -184,7 +184,8 @@ void run_expert_ffn(benchmark::State& state) {
     state.counters["dense_TFLOP/s"] = dense_tflops;
     state.counters["ratio"] = dense_tflops > 0 ? tflops / dense_tflops : 0.0;
     state.SetLabel(std::string(bf16 ? "bf16" : "f32+tf32") + " n=" + std::to_string(n) + " K=" + std::to_string(K) +
-                   " d=" + std::to_string(d) + " D=" + std::to_string(D) + " m=" + std::to_string(m));
+                   " d=" + std::to_string(d) + " D=" + std::to_string(D) + " m=" + std::to_string(m) +
+                   (cuda::grouped_gemm_fallback().empty() ? "" : " FALLBACK: " + cuda::grouped_gemm_fallback()));
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
@@ -236,7 +237,8 @@ void BM_GpuGroupedGemmBf16(benchmark::State& state) {
     state.counters["loop_TFLOP/s"] = loop_s > 0 ? flops / loop_s * 1e-12 : 0.0;
     state.counters["dense_TFLOP/s"] = dense_tflops;
     state.counters["ratio"] = dense_tflops > 0 ? tflops / dense_tflops : 0.0;
-    state.SetLabel("bf16 n=64 d=1536 D=768 m=" + std::to_string(m));
+    const std::string fallback = cuda::grouped_gemm_fallback();
+    state.SetLabel("bf16 n=64 d=1536 D=768 m=" + std::to_string(m) + (fallback.empty() ? "" : " FALLBACK: " + fallback));
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }

@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <numeric>
+#include <cstdio>
+#include <mutex>
+#include <string>
 #include <tuple>
 #include <type_traits>
 
@@ -26,6 +28,9 @@ namespace {
 // Whether cuBLAS accepted CUBLAS_COMPUTE_32F_FAST_TF32 for a grouped float32 call; once refused, float32
 // groups run with exact float32 compute.
 std::atomic<bool> g_grouped_tf32_supported{true};
+
+std::mutex g_fallback_mu;
+std::string g_fallback;  // grouped_gemm_fallback()
 
 template <typename T>
 struct Traits;
@@ -150,7 +155,11 @@ void gemm_grouped(const std::vector<GemmProblem<T>>& problems, const char* op) {
     cm.push_back({p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, p.N, p.M, p.K,
                   p.ldb, p.lda, p.ldc, p.accumulate, p.B, p.A, p.C});
   }
-  if (cm.empty()) return;
+  if (cm.empty()) {
+    std::lock_guard<std::mutex> lock(g_fallback_mu);
+    g_fallback.clear();
+    return;
+  }
   const GroupedCall<Scalar> g = group<Scalar>(cm);
   const size_t P = cm.size();
   DeviceBuffer pointers(c.device, g.pointers.size() * sizeof(void*));
@@ -172,8 +181,25 @@ void gemm_grouped(const std::vector<GemmProblem<T>>& problems, const char* op) {
     }
     status = grouped_call<T>(h, g, d_a, d_b, d_c, std::is_same_v<T, double> ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F);
   });
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED) return one_by_one(problems);
-  check_blas(status, op, std::is_same_v<T, double> ? "cublasDgemmGroupedBatched_64" : "cublasGemmGroupedBatchedEx_64");
+  std::string reason;
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    reason = std::string(std::is_same_v<T, double> ? "cublasDgemmGroupedBatched_64" : "cublasGemmGroupedBatchedEx_64") +
+             " returned " + cublasGetStatusName(status) + " for " + std::to_string(P) + " problems";
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      std::fprintf(stderr, "[%s] warning: %s; running one GEMM per problem instead\n", op, reason.c_str());
+    });
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_fallback_mu);
+    g_fallback = reason;
+  }
+  if (!reason.empty()) one_by_one(problems);
+}
+
+std::string grouped_gemm_fallback() {
+  std::lock_guard<std::mutex> lock(g_fallback_mu);
+  return g_fallback;
 }
 
 template void gemm_grouped<float>(const std::vector<GemmProblem<float>>&, const char*);

@@ -3,6 +3,7 @@
 // each. The conventions are cuda::gemm's (cuda/gemm.h) with alpha = 1.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/half.h"
@@ -27,10 +28,14 @@ struct GemmProblem {
 // Runs every problem on the current stream of the current device, all in one cuBLAS call (problems of identical
 // shape share a group); float32 uses TF32 when cuda::allow_tf32(). Problems with M or N == 0 do nothing; K == 0
 // writes C = 0 (leaves C when accumulating). The problems run concurrently: no C may overlap another problem's
-// A, B or C. Where cuBLAS has no grouped kernel for the types (NOT_SUPPORTED), the problems run one cuda::gemm
-// each instead. `op` names the caller in errors.
+// A, B or C. Where cuBLAS refuses the grouped call, the problems run one cuda::gemm each instead (slower, same
+// results), with one warning on stderr and the reason kept for grouped_gemm_fallback(). `op` names the caller in
+// errors.
 template <typename T>
 void gemm_grouped(const std::vector<GemmProblem<T>>& problems, const char* op);
+
+// Why the last gemm_grouped call ran its problems one by one ("" when it made one grouped call).
+std::string grouped_gemm_fallback();
 
 extern template void gemm_grouped<float>(const std::vector<GemmProblem<float>>&, const char*);
 extern template void gemm_grouped<double>(const std::vector<GemmProblem<double>>&, const char*);

@@ -92,6 +92,7 @@ void check_grouped(DType dt, bool tf32, double tolerance, uint64_t seed) {
   cuda::gemm_grouped(problems, "test grouped gemm");
   cuda::synchronize(0, "test grouped gemm");
   cuda::set_allow_tf32(previous_tf32);
+  EXPECT_EQ(cuda::grouped_gemm_fallback(), "") << "cuBLAS refused the grouped call: the problems ran one by one";
 
   for (size_t i = 0; i < shapes.size(); ++i) {
     const Shape3& s = shapes[i];
