@@ -133,7 +133,7 @@ void run_expert_ffn(benchmark::State& state) {
     const int64_t m = state.range(0), n = shape.n, K = shape.K, d = shape.d, D = shape.D, Tn = n * m / K, P = n * m;
     cuda::DeviceGuard guard(0);
     cuda::set_allow_tf32(true);
-    const cpu::ExpertShape s{Tn, K, n, d, d, D, 0, D};
+    const cpu::ExpertShape s{Tn, K, n, d, d, D, 0, D, false};
     std::vector<int64_t> idx(size_t(Tn * K));
     for (int64_t i = 0; i < Tn * K; ++i) idx[size_t(i)] = i % n;  // slot k of token t -> expert (tK + k) % n
     const cpu::ExpertPlan plan = cpu::plan_experts(idx.data(), Tn, K, n);

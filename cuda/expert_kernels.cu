@@ -294,16 +294,17 @@ void check_plan(const ExpertShape& s, const ExpertPlan& plan, const char* op) {
             "[", op, "] expert plan does not match the shape (T=", s.T, ", K=", s.K, ", n=", s.n, ")");
 }
 
-// Per sorted row i (token t = pair / K, expert e): xs[i] = x[t]; gs[i] = gate[t, e]; dys[i] = dy[t];
-// ws[i] = weights[pair]. Nullable outputs are skipped. One block per row, threads over the columns.
+// Per sorted row i (token t = pair / K, expert e): xs[i] = x[t]; gs[i] = gate[t, e] (gn == 1, a shared gate:
+// gate[t, 0]); dys[i] = dy[t]; ws[i] = weights[pair]. Nullable outputs are skipped. One block per row, threads
+// over the columns.
 template <typename T>
-__global__ void gather_rows_kernel(int64_t P, int64_t K, int64_t n, int64_t d, int64_t dg, PlanView pv, const T* x,
+__global__ void gather_rows_kernel(int64_t P, int64_t K, int64_t gn, int64_t d, int64_t dg, PlanView pv, const T* x,
                                    T* xs, const T* gate, T* gs, const T* dy, T* dys, const T* weights, T* ws) {
   for (int64_t i = blockIdx.x; i < P; i += gridDim.x) {
     const int64_t pr = pv.pair[i], t = pr / K;
     for (int64_t c = threadIdx.x; c < d; c += blockDim.x) xs[i * d + c] = x[t * d + c];
     if (gs) {
-      const T* g = gate + (t * n + pv.row_expert[i]) * dg;
+      const T* g = gate + (t * gn + (gn == 1 ? 0 : pv.row_expert[i])) * dg;
       for (int64_t c = threadIdx.x; c < dg; c += blockDim.x) gs[i * dg + c] = g[c];
     }
     if (dys)
@@ -362,9 +363,10 @@ __global__ void combine_kernel(int64_t T_, int64_t K, int64_t d, PlanView pv, co
 }
 
 // Per token, slots in k order: dx_t = sum_k dxs[row]; dgate[t, e] = sum_{k: expert e} dgs[row] (0 for
-// unselected experts); dweights of empty slots = 0. Nullable outputs are skipped.
+// unselected experts; gn == 1, a shared gate: dgate[t, 0] = sum_k dgs[row]); dweights of empty slots = 0.
+// Nullable outputs are skipped.
 template <typename S>
-__global__ void scatter_back_kernel(int64_t T_, int64_t K, int64_t n, int64_t d, int64_t dg, PlanView pv,
+__global__ void scatter_back_kernel(int64_t T_, int64_t K, int64_t gn, int64_t d, int64_t dg, PlanView pv,
                                     const S* dxs, S* dx, const S* dgs, S* dgate, S* dweights) {
   using C = compute_t<S>;
   for (int64_t t = blockIdx.x; t < T_; t += gridDim.x) {
@@ -380,12 +382,12 @@ __global__ void scatter_back_kernel(int64_t T_, int64_t K, int64_t n, int64_t d,
         store_as(dx + t * d + c, acc);
       }
     if (dgate)
-      for (int64_t j = threadIdx.x; j < n * dg; j += blockDim.x) {
+      for (int64_t j = threadIdx.x; j < gn * dg; j += blockDim.x) {
         const int64_t e = j / dg, c = j % dg;
         C acc = C(0);
         for (int64_t k = 0; k < K; ++k)
-          if (rows[k] >= 0 && pv.row_expert[rows[k]] == e) acc += load_as<C>(dgs + rows[k] * dg + c);
-        store_as(dgate + t * n * dg + j, acc);
+          if (rows[k] >= 0 && (gn == 1 || pv.row_expert[rows[k]] == e)) acc += load_as<C>(dgs + rows[k] * dg + c);
+        store_as(dgate + t * gn * dg + j, acc);
       }
   }
 }
@@ -527,7 +529,8 @@ void expert_forward(const ExpertShape& s, const ExpertPlan& plan, const S* x, co
   // Gathered rows and per-row activations.              xs, o: [P, d]; gs: [P, dg]; hg, hp: [P, R]
   DeviceBuffer xs = buffer<S>(c, P * d), gs = buffer<S>(c, gate ? P * dg : 0), hg = buffer<S>(c, P * R),
                hp = buffer<S>(c, P * R), o = buffer<S>(c, P * d);
-  gather_rows_kernel<S><<<row_blocks(P), kThreads, 0, c.stream>>>(P, s.K, s.n, d, dg, dp.view, x, xs.get<S>(), gate,
+  gather_rows_kernel<S><<<row_blocks(P), kThreads, 0, c.stream>>>(P, s.K, s.gate_rows(), d, dg, dp.view, x,
+                                                                  xs.get<S>(), gate,
                                                                   gs.get<S>(), nullptr, nullptr, nullptr, nullptr);
   check_launch(op);
   const S* G = gate ? gs.get<S>() : xs.get<S>();
@@ -565,7 +568,7 @@ void expert_backward(const ExpertShape& s, const ExpertPlan& plan, const S* x, c
   if (trivial) {
     zero(c, dx, s.T * d, op);
     zero(c, dweights, s.T * K, op);
-    zero(c, dgate, s.T * n * dg, op);
+    zero(c, dgate, s.T * s.gate_rows() * dg, op);
     return;
   }
   const DevicePlan dp(c, s, plan, op);
@@ -573,7 +576,8 @@ void expert_backward(const ExpertShape& s, const ExpertPlan& plan, const S* x, c
   DeviceBuffer xs = buffer<S>(c, P * d), gs = buffer<S>(c, gate ? P * dg : 0), dys = buffer<S>(c, P * d),
                ws = buffer<S>(c, P), hg = buffer<S>(c, P * R), hp = buffer<S>(c, P * R), gb = buffer<S>(c, P * R),
                dxs = buffer<S>(c, dx ? P * d : 0), dgs = buffer<S>(c, dgate ? P * dg : 0);
-  gather_rows_kernel<S><<<row_blocks(P), kThreads, 0, c.stream>>>(P, K, n, d, dg, dp.view, x, xs.get<S>(), gate,
+  gather_rows_kernel<S><<<row_blocks(P), kThreads, 0, c.stream>>>(P, K, s.gate_rows(), d, dg, dp.view, x,
+                                                                  xs.get<S>(), gate,
                                                                   gs.get<S>(), dy, dys.get<S>(), weights, ws.get<S>());
   check_launch(op);
   const S* G = gate ? gs.get<S>() : xs.get<S>();
@@ -615,7 +619,8 @@ void expert_backward(const ExpertShape& s, const ExpertPlan& plan, const S* x, c
   gemms.run();
   accumulate.run();
   if ((dx || dgate || dweights) && s.T > 0) {
-    scatter_back_kernel<S><<<row_blocks(s.T), kThreads, 0, c.stream>>>(s.T, K, n, d, dg, dp.view, dxs.get<S>(), dx,
+    scatter_back_kernel<S><<<row_blocks(s.T), kThreads, 0, c.stream>>>(s.T, K, s.gate_rows(), d, dg, dp.view,
+                                                                       dxs.get<S>(), dx,
                                                                        dgs.get<S>(), dgate, dweights);
     check_launch(op);
   }

@@ -129,8 +129,8 @@ Tensor expert_parallel_ffn(Communicator& comm, const Tensor& x, const Tensor& in
     // that their gradients are defined (0) on every rank.
     y_out = x_in * 0.0 + (ops::sum(w_gate) + ops::sum(w_up) + ops::sum(w_down)) * 0.0;
   } else {
-    Tensor gate_in;  // [M, n_local, d_g]: the pair's own gate input at every local expert (only its own is read)
-    if (gate_input.defined()) gate_in = received.narrow(1, d, dg).unsqueeze(1).expand({M, n_local, dg}).contiguous();
+    Tensor gate_in;  // [M, 1, d_g]: each pair's own gate input, shared by the local experts (one is chosen)
+    if (gate_input.defined()) gate_in = received.narrow(1, d, dg).unsqueeze(1);
     y_out = ops::expert_ffn(x_in.contiguous(), index_tensor(local_experts, dev).view({M, 1}),
                             ones({M, 1}, TensorOptions{}.with_dtype(x.dtype()).with_device(dev)), w_gate, w_up, w_down,
                             r0, r1, gate_in);

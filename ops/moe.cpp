@@ -227,9 +227,9 @@ cpu::ExpertShape check_expert_ffn(const Tensor& x, const Tensor& indices, const 
             ": W_up's dim 1 must equal d (", d, ")", all);
   const int64_t dg = gate.defined() && gate.dim() == 3 ? gate.size(2) : d;
   if (gate.defined())
-    UOE_CHECK(gate.dim() == 3 && gate.size(0) == T && gate.size(1) == n, "[expert_ffn] ", xs,
+    UOE_CHECK(gate.dim() == 3 && gate.size(0) == T && (gate.size(1) == n || gate.size(1) == 1), "[expert_ffn] ", xs,
               " and W_up is [n, d, D] = ", shape_str(wu.shape()), " but gate_input is ", shape_str(gate.shape()),
-              ": it must be [T, n, d_g] = [", T, ", ", n, ", d_g]", all);
+              ": it must be [T, n, d_g] = [", T, ", ", n, ", d_g] or [T, 1, d_g] = [", T, ", 1, d_g]", all);
   UOE_CHECK(wg.dim() == 3 && wg.size(0) == n && wg.size(1) == dg && wg.size(2) == D,
             "[expert_ffn] W_up is [n, d, D] = ", shape_str(wu.shape()), " but W_gate is ", shape_str(wg.shape()),
             ": W_gate must be [n, d_g, D] = [", n, ", ", dg, ", ", D,
@@ -239,7 +239,7 @@ cpu::ExpertShape check_expert_ffn(const Tensor& x, const Tensor& indices, const 
             ": W_down must be [n, D, d] = [", n, ", ", D, ", ", d, "]", all);
   UOE_CHECK(0 <= r0 && r0 <= r1 && r1 <= D, "[expert_ffn] neuron range [r0, r1) = [", r0, ", ", r1,
             ") must satisfy 0 <= r0 <= r1 <= D = ", D, all);
-  return {T, K, n, d, dg, D, r0, r1};
+  return {T, K, n, d, dg, D, r0, r1, gate.defined() && gate.size(1) == 1};
 }
 
 }  // namespace

@@ -43,7 +43,8 @@ Tensor router_z_loss(const Tensor& logits);
 //   e = indices[t,k].
 // x: [T, d]; indices, weights: [T, K]; W_gate: [n, d_g, D]; W_up: [n, d, D]; W_down: [n, D, d];
 // 0 <= r0 <= r1 <= D (UoE runs [r, D)). gate_input undefined: g_{t,e} = x_t (d_g = d); else [T, n, d_g]
-// per-expert gate inputs (AoE's factorised gate). -> y: [T, d].
+// per-expert gate inputs (AoE's factorised gate), or [T, 1, d_g]: one gate input per token shared by the experts
+// (expert parallelism sends each pair's own). -> y: [T, d].
 // Exact backward for x, weights, gate_input and the three W (only neurons [r0, r1) get gradient).
 // Float32 / float64; bf16 / f16 are computed in float32. Deterministic for any OpenMP thread count.
 Tensor expert_ffn(const Tensor& x, const Tensor& indices, const Tensor& weights, const Tensor& w_gate,

@@ -84,15 +84,16 @@ int64_t expert_of_row(const ExpertPlan& plan, int64_t row) {
   return int64_t(std::upper_bound(plan.offsets.begin(), plan.offsets.end(), row) - plan.offsets.begin()) - 1;
 }
 
-// Copies, per sorted row, x[t] into xs and (with gate) gate[t, e] into gs.          xs: [P, d], gs: [P, dg]
+// Copies, per sorted row, x[t] into xs and (with gate) gate[t, e] (shared: gate[t, 0]) into gs.
+//                                                                                     xs: [P, d], gs: [P, dg]
 template <typename T>
 void gather_pairs(const ExpertShape& s, const ExpertPlan& plan, const T* x, const T* gate, T* xs, T* gs) {
   for_rows(plan.rows(), s.d + s.dg, [&](int64_t i) {
     const int64_t t = plan.pair[size_t(i)] / s.K;
     std::memcpy(xs + i * s.d, x + t * s.d, size_t(s.d) * sizeof(T));
     if (gate) {
-      const int64_t e = expert_of_row(plan, i);
-      std::memcpy(gs + i * s.dg, gate + (t * s.n + e) * s.dg, size_t(s.dg) * sizeof(T));
+      const int64_t e = s.gate_shared ? 0 : expert_of_row(plan, i);
+      std::memcpy(gs + i * s.dg, gate + (t * s.gate_rows() + e) * s.dg, size_t(s.dg) * sizeof(T));
     }
   });
 }
@@ -397,15 +398,17 @@ void expert_ffn_backward(const ExpertShape& s, const ExpertPlan& plan, const T* 
         if (r >= 0) axpy_row(d, T(1), dxs.get() + r * d, g);
       }
     });
-  if (dgate)
-    for_rows(s.T, s.n * dg, [&](int64_t t) {
-      T* g = dgate + t * s.n * dg;
-      std::fill(g, g + s.n * dg, T(0));
+  if (dgate) {
+    const int64_t gn = s.gate_rows();
+    for_rows(s.T, gn * dg, [&](int64_t t) {
+      T* g = dgate + t * gn * dg;
+      std::fill(g, g + gn * dg, T(0));
       for (int64_t k = 0; k < K; ++k) {
         const int64_t r = plan.row[size_t(t * K + k)];
-        if (r >= 0) axpy_row(dg, T(1), dgs.get() + r * dg, g + expert_of_row(plan, r) * dg);
+        if (r >= 0) axpy_row(dg, T(1), dgs.get() + r * dg, g + (s.gate_shared ? 0 : expert_of_row(plan, r)) * dg);
       }
     });
+  }
 }
 
 #define UOE_EXPERT_INSTANTIATE(T)                                                                                     \

@@ -61,10 +61,13 @@ double load_balance_forward(int64_t rows, int64_t n, const T* probs, const int64
 
 // ---- dropless grouped SwiGLU experts ----------------------------------------------------------------------
 // y_t = sum_k w_{t,k} (silu(g_{t,e} Wg[e][:, r0:r1]) * (x_t Wu[e][:, r0:r1])) Wd[e][r0:r1, :],  e = I[t,k].
-// x: [T, d]; gate (nullable, else g = x and dg = d): [T, n, dg]; weights, indices: [T, K];
-// wg: [n, dg, D]; wu: [n, d, D]; wd: [n, D, d]; y: [T, d].
+// x: [T, d]; gate (nullable, else g = x and dg = d): [T, gn, dg] with gn = n (g_{t,e} = gate[t, e]) or, when
+// gate_shared, gn = 1 (g_{t,e} = gate[t, 0]); weights, indices: [T, K]; wg: [n, dg, D]; wu: [n, d, D];
+// wd: [n, D, d]; y: [T, d].
 struct ExpertShape {
   int64_t T, K, n, d, dg, D, r0, r1;
+  bool gate_shared;
+  int64_t gate_rows() const { return gate_shared ? 1 : n; }  // gn
 };
 
 // The (token, slot) pairs sorted by expert (stable counting sort: token order kept inside an expert).
@@ -82,7 +85,7 @@ void expert_ffn_forward(const ExpertShape& s, const ExpertPlan& plan, const T* x
                         const T* wg, const T* wu, const T* wd, T* y);
 
 // Recomputes H_g, H_p from the inputs. Outputs (each nullable): dx [T, d], dweights [T, K] (0 in empty slots),
-// dgate [T, n, dg] (0 for unselected experts; only with gate), dwg [n, dg, D], dwu [n, d, D], dwd [n, D, d]
+// dgate [T, gn, dg] (0 for unselected experts; shared: summed over the slots; only with gate), dwg [n, dg, D], dwu [n, d, D], dwd [n, D, d]
 // (0 outside the neuron range [r0, r1)).
 template <typename T>
 void expert_ffn_backward(const ExpertShape& s, const ExpertPlan& plan, const T* x, const T* gate, const T* weights,

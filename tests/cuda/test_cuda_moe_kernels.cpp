@@ -188,7 +188,7 @@ Tensor make_indices(int64_t T, int64_t K, int64_t n, bool all_empty) {
 template <typename T>
 void check_expert_ffn(bool with_gate, int64_t r0, int64_t r1, bool all_empty) {
   const int64_t Tn = 37, K = 3, n = 5, d = 24, D = 40, dg = with_gate ? 12 : d;
-  const cpu::ExpertShape s{Tn, K, n, d, dg, D, r0, r1};
+  const cpu::ExpertShape s{Tn, K, n, d, dg, D, r0, r1, false};
   const Tensor idx = make_indices(Tn, K, n, all_empty);
   const cpu::ExpertPlan plan = cpu::plan_experts(ptr<int64_t>(idx), Tn, K, n);
   const Tensor x = randn({Tn, d}, opts<T>()), w = rand({Tn, K}, opts<T>()), wg = randn({n, dg, D}, opts<T>()) * 0.3,

@@ -142,6 +142,10 @@ std::vector<ParityCase> cases() {
                [](const Inputs& x) {
                  return ops::expert_ffn(x[0], route_indices(x[0], 45, 2, 4, false), x[1], x[2], x[3], x[4], 0, 24, x[5]);
                }});
+  c.push_back({"expert_ffn_shared_gate_input", {{45, 16}, {45, 2}, {4, 5, 24}, {4, 16, 24}, {4, 24, 16}, {45, 1, 5}},
+               [](const Inputs& x) {
+                 return ops::expert_ffn(x[0], route_indices(x[0], 45, 2, 4, true), x[1], x[2], x[3], x[4], 0, 24, x[5]);
+               }});
   return c;
 }
 

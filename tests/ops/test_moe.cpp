@@ -63,6 +63,9 @@ std::vector<GradCase> cases() {
   c.push_back({"expert_ffn_gate_input", {xs, ws, {kN, 3, kWidth}, wu, wd, {kT, kN, 3}}, [](const V& x) {
                  return ops::expert_ffn(x[0], idx(kSlots, {kT, kK}), x[1], x[2], x[3], x[4], 1, 4, x[5]);
                }});
+  c.push_back({"expert_ffn_shared_gate_input", {xs, ws, {kN, 3, kWidth}, wu, wd, {kT, 1, 3}}, [](const V& x) {
+                 return ops::expert_ffn(x[0], idx(kSlots, {kT, kK}), x[1], x[2], x[3], x[4], 1, 4, x[5]);
+               }});
   return c;
 }
 
@@ -118,6 +121,11 @@ TEST(MoeFusedVsComposed, ExpertFfn) {
         {{T, d}, {T, K}, {n, 3, D}, {n, d, D}, {n, D, d}, {T, n, 3}},
         [&](const V& x) { return ops::expert_ffn(x[0], I, x[1], x[2], x[3], x[4], r0, r1, x[5]); },
         [&](const V& x) { return composed_ffn(x[0], s, K, x[1], x[2], x[3], x[4], r0, r1, x[5]); });
+    // One gate input per token shared by the experts [T, 1, d_low]: the per-expert form of its broadcast
+    expect_same(
+        {{T, d}, {T, K}, {n, 3, D}, {n, d, D}, {n, D, d}, {T, 1, 3}},
+        [&](const V& x) { return ops::expert_ffn(x[0], I, x[1], x[2], x[3], x[4], r0, r1, x[5]); },
+        [&](const V& x) { return composed_ffn(x[0], s, K, x[1], x[2], x[3], x[4], r0, r1, x[5].expand({T, n, 3})); });
   }
 }
 
@@ -313,7 +321,7 @@ TEST(MoeBadInput, ExpertFfn) {
   expect_error(ffn(x, I, w, wg, wu, wd, 4, 33), {"[expert_ffn] neuron range [r0, r1) = [4, 33)", "D = 32"});
   expect_error(ffn(x, I, w, wg, wu, wd, 5, 4), {"[expert_ffn] neuron range"});
   expect_error(ffn(x, I, w, zeros({4, 5, 32}), wu, wd, 0, 32, zeros({8, 3, 5})),
-               {"[expert_ffn]", "gate_input is [8, 3, 5]", "[8, 4, d_g]"});
+               {"[expert_ffn]", "gate_input is [8, 3, 5]", "[8, 4, d_g]", "or [T, 1, d_g] = [8, 1, d_g]"});
   expect_error(ffn(x, I, w, wg, wu, wd, 0, 32, zeros({8, 4, 5})),
                {"[expert_ffn]", "W_gate is [4, 16, 32]", "[4, 5, 32]"});
   expect_error(ffn(x, I, w.to(DType::Float64), wg, wu, wd, 0, 32), {"[expert_ffn]", "dtypes differ"});
