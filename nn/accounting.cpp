@@ -59,9 +59,14 @@ struct Step {
   double ew;    // float32 working copies of an elementwise op on reduced floats: both operands and the output
   double ep;    // expert parallelism: this rank keeps n / ep experts of every layer
   double act(double cols, double size) const { return tensor_bytes(N * cols, size); }  // one [N, cols] tensor
-  // Expert parallelism keeps, per layer, the expert results sent back to this rank, [N·K, d] in the compute
-  // dtype, for the routing weights' product (nn/expert_parallel.cpp).
-  double exchange(double K, double d) const { return ep > 1 ? act(K * d, c) : 0; }
+  // Expert parallelism keeps, per layer (nn/expert_parallel.cpp): the expert results sent back to this rank,
+  // [N·K, d] in the compute dtype, for the routing weights' product; the pairs it received, which expert_ffn
+  // keeps in float32 [N·K, d] (with AoE's gate inputs [N·K, d_gate]) instead of its float32 copy of the layer
+  // input [N, d] (counted by the caller for a reduced compute dtype).
+  double exchange(double K, double d, double d_gate = 0) const {
+    if (ep <= 1) return 0;
+    return act(K * d, c) + act(K * d, kF32) + (d_gate > 0 ? act(K * d_gate, kF32) : 0) - (f32 ? 0 : act(d, kF32));
+  }
 };
 
 // One part of the model: what its forward keeps for backward and what its backward needs on top.
@@ -172,12 +177,12 @@ Part aoe_part(const ModelConfig& m, const Step& s) {
                low = double(f.n_experts * f.d_low);
   const Experts e = layer_experts(m, s.ep);
   Part p;
-  p.saved = s.act(low, kF32) * (s.f32 ? 1 : 2)            // c in float32: group_l2norm's, expert_ffn's gate input
+  p.saved = s.act(low, kF32) * (s.f32 || s.ep > 1 ? 1 : 2)  // c in float32: group_l2norm's, expert_ffn's gate input
             + s.act(n, kF32)                              // scores [N, n]
             + route_saved(s, K, n, f.weights == "full_softmax")
             + (s.f32 ? 0 : s.act(d, kF32))                // expert_ffn input x in float32 [N, d]
             + (f.aux_loss > 0 ? s.act(n, kF32) : 0)       // balance loss: softmax [N, n]
-            + s.exchange(K, d);
+            + s.exchange(K, d, double(f.d_low));
   p.copies = (s.mixed ? tensor_bytes(d * low, s.c) : 0) + (s.cast_experts ? e.bytes(kF32) : 0);
   p.grads = tensor_bytes(d * low, s.p) + e.bytes(s.p);
   // backward: expert_ffn's (the first raw gradient copied into .grad); then c's two gradients (gate input and
