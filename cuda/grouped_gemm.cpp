@@ -25,7 +25,7 @@
 namespace uoe::cuda {
 namespace {
 
-// Whether cuBLAS accepted CUBLAS_COMPUTE_32F_FAST_TF32 for a grouped float32 call; once refused, float32
+// Whether cuBLAS takes CUBLAS_COMPUTE_32F_FAST_TF32 for a grouped float32 call; once it refuses one, float32
 // groups run with exact float32 compute.
 std::atomic<bool> g_grouped_tf32_supported{true};
 
@@ -175,8 +175,8 @@ void gemm_grouped(const std::vector<GemmProblem<T>>& problems, const char* op) {
     if constexpr (std::is_same_v<T, float>) {
       if (allow_tf32() && g_grouped_tf32_supported.load()) {
         status = grouped_call<T>(h, g, d_a, d_b, d_c, CUBLAS_COMPUTE_32F_FAST_TF32);
-        if (status != CUBLAS_STATUS_NOT_SUPPORTED) return;
-        g_grouped_tf32_supported.store(false);
+        if (status == CUBLAS_STATUS_SUCCESS) return;
+        g_grouped_tf32_supported.store(false);  // refused (the compute type): exact float32 from now on
       }
     }
     status = grouped_call<T>(h, g, d_a, d_b, d_c, std::is_same_v<T, double> ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F);
