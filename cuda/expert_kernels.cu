@@ -529,9 +529,8 @@ void expert_forward(const ExpertShape& s, const ExpertPlan& plan, const S* x, co
   // Gathered rows and per-row activations.              xs, o: [P, d]; gs: [P, dg]; hg, hp: [P, R]
   DeviceBuffer xs = buffer<S>(c, P * d), gs = buffer<S>(c, gate ? P * dg : 0), hg = buffer<S>(c, P * R),
                hp = buffer<S>(c, P * R), o = buffer<S>(c, P * d);
-  gather_rows_kernel<S><<<row_blocks(P), kThreads, 0, c.stream>>>(P, s.K, s.gate_rows(), d, dg, dp.view, x,
-                                                                  xs.get<S>(), gate,
-                                                                  gs.get<S>(), nullptr, nullptr, nullptr, nullptr);
+  gather_rows_kernel<S><<<row_blocks(P), kThreads, 0, c.stream>>>(
+      P, s.K, s.gate_rows(), d, dg, dp.view, x, xs.get<S>(), gate, gs.get<S>(), nullptr, nullptr, nullptr, nullptr);
   check_launch(op);
   const S* G = gate ? gs.get<S>() : xs.get<S>();
   StageGemms<S> gemms(op);
@@ -576,9 +575,8 @@ void expert_backward(const ExpertShape& s, const ExpertPlan& plan, const S* x, c
   DeviceBuffer xs = buffer<S>(c, P * d), gs = buffer<S>(c, gate ? P * dg : 0), dys = buffer<S>(c, P * d),
                ws = buffer<S>(c, P), hg = buffer<S>(c, P * R), hp = buffer<S>(c, P * R), gb = buffer<S>(c, P * R),
                dxs = buffer<S>(c, dx ? P * d : 0), dgs = buffer<S>(c, dgate ? P * dg : 0);
-  gather_rows_kernel<S><<<row_blocks(P), kThreads, 0, c.stream>>>(P, K, s.gate_rows(), d, dg, dp.view, x,
-                                                                  xs.get<S>(), gate,
-                                                                  gs.get<S>(), dy, dys.get<S>(), weights, ws.get<S>());
+  gather_rows_kernel<S><<<row_blocks(P), kThreads, 0, c.stream>>>(
+      P, K, s.gate_rows(), d, dg, dp.view, x, xs.get<S>(), gate, gs.get<S>(), dy, dys.get<S>(), weights, ws.get<S>());
   check_launch(op);
   const S* G = gate ? gs.get<S>() : xs.get<S>();
   StageGemms<S> gemms(op);
@@ -620,8 +618,7 @@ void expert_backward(const ExpertShape& s, const ExpertPlan& plan, const S* x, c
   accumulate.run();
   if ((dx || dgate || dweights) && s.T > 0) {
     scatter_back_kernel<S><<<row_blocks(s.T), kThreads, 0, c.stream>>>(s.T, K, s.gate_rows(), d, dg, dp.view,
-                                                                       dxs.get<S>(), dx,
-                                                                       dgs.get<S>(), dgate, dweights);
+                                                                       dxs.get<S>(), dx, dgs.get<S>(), dgate, dweights);
     check_launch(op);
   }
 }
