@@ -1,11 +1,14 @@
 // CUDA elementwise kernels over broadcast, strided operands (elementwise_loop.cuh). The math follows
 // ops/cpu/vec_math.h formula for formula (same stable forms, clamps and special values) with CUDA's libm
 // (expf, erfcf, ...: within 2 ulp) in place of the CPU's own float polynomials; double uses the CPU's double forms.
+// bfloat16 operands are read as they are, computed in float32 and the result rounded once (as a float32 kernel
+// between two casts would, without the float32 copies).
 #include "cuda/elementwise_kernels.h"
 
 #include <type_traits>
 
 #include "cuda/elementwise_loop.cuh"
+#include "cuda/storage_access.cuh"
 
 namespace uoe::cuda {
 namespace {
@@ -160,10 +163,24 @@ struct Arith {
   }
 };
 
-template <typename T>
+// f on storage S: operands widened to compute_t<S>, the result stored back in S (bfloat16: rounded to nearest
+// even; float, double and the integers unchanged).
+template <typename S, typename F>
+struct OnStorage {
+  F f;
+  template <typename... A>
+  __device__ __forceinline__ S operator()(A... v) const {
+    S out;
+    store_as(&out, f(load_as<compute_t<S>>(&v)...));
+    return out;
+  }
+};
+
+template <typename S>
 struct Compare {
   BinaryKind kind;
-  __device__ __forceinline__ bool operator()(T a, T b) const {
+  __device__ __forceinline__ bool operator()(S sa, S sb) const {
+    const compute_t<S> a = load_as<compute_t<S>>(&sa), b = load_as<compute_t<S>>(&sb);
     switch (kind) {
       case BinaryKind::Eq: return a == b;
       case BinaryKind::Ne: return a != b;
@@ -186,7 +203,7 @@ Tensor new_like(const Shape& shape, DType dtype, const Tensor& device_of) {
 
 template <typename T, UnaryKind K>
 void run_unary(const Tensor& out, const Tensor& x) {
-  elementwise<T, T>("unary", Unary<T, K>{}, out, {&x});
+  elementwise<T, T>("unary", OnStorage<T, Unary<compute_t<T>, K>>{}, out, {&x});
 }
 
 template <typename T>
@@ -218,7 +235,19 @@ void unary_signed(UnaryKind kind, const Tensor& out, const Tensor& x) {
 
 template <typename T, BinaryKind K>
 void run_arith(const Tensor& out, const Tensor& a, const Tensor& b) {
-  elementwise<T, T, T>("binary", Arith<T, K>{}, out, {&a, &b});
+  elementwise<T, T, T>("binary", OnStorage<T, Arith<compute_t<T>, K>>{}, out, {&a, &b});
+}
+
+// dispatch_float / dispatch_arith (core/dtype.h) with bfloat16 added, as __nv_bfloat16 storage.
+template <typename F>
+void dispatch_float_bf16(DType t, const char* op, F&& f) {
+  if (t == DType::BFloat16) return f(TypeTag<__nv_bfloat16>{});
+  dispatch_float(t, op, f);
+}
+template <typename F>
+void dispatch_arith_bf16(DType t, const char* op, F&& f) {
+  if (t == DType::BFloat16) return f(TypeTag<__nv_bfloat16>{});
+  dispatch_arith(t, op, f);
 }
 
 void check_on_gpu(const char* op, std::initializer_list<Tensor> ts) {
@@ -236,9 +265,10 @@ Tensor unary(UnaryKind kind, const Tensor& x) {
   const bool sign_like = kind == UnaryKind::Neg || kind == UnaryKind::Abs || kind == UnaryKind::Sign ||
                          kind == UnaryKind::Relu;
   if (sign_like) {
-    dispatch_arith(x.dtype(), "unary", [&](auto tag) { unary_signed<typename decltype(tag)::type>(kind, out, x); });
+    dispatch_arith_bf16(x.dtype(), "unary",
+                        [&](auto tag) { unary_signed<typename decltype(tag)::type>(kind, out, x); });
   } else {
-    dispatch_float(x.dtype(), "unary", [&](auto tag) { unary_float<typename decltype(tag)::type>(kind, out, x); });
+    dispatch_float_bf16(x.dtype(), "unary", [&](auto tag) { unary_float<typename decltype(tag)::type>(kind, out, x); });
   }
   return out;
 }
@@ -248,15 +278,17 @@ Tensor activation_grad(ActivationGrad kind, const Tensor& x, const Tensor& g) {
   UOE_CHECK(x.dtype() == g.dtype(), "[activation_grad] dtypes differ: ", dtype_name(x.dtype()), " and ",
             dtype_name(g.dtype()));
   Tensor out = new_like(broadcast_shapes(x.shape(), g.shape(), "activation_grad"), x.dtype(), x);
-  dispatch_float(x.dtype(), "activation_grad", [&](auto tag) {
+  dispatch_float_bf16(x.dtype(), "activation_grad", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
     switch (kind) {
       case ActivationGrad::Gelu:
-        return elementwise<T, T, T>("activation_grad", ActGrad<T, ActivationGrad::Gelu>{}, out, {&x, &g});
+        return elementwise<T, T, T>("activation_grad", OnStorage<T, ActGrad<C, ActivationGrad::Gelu>>{}, out, {&x, &g});
       case ActivationGrad::GeluTanh:
-        return elementwise<T, T, T>("activation_grad", ActGrad<T, ActivationGrad::GeluTanh>{}, out, {&x, &g});
+        return elementwise<T, T, T>("activation_grad", OnStorage<T, ActGrad<C, ActivationGrad::GeluTanh>>{}, out,
+                                    {&x, &g});
       case ActivationGrad::Silu:
-        return elementwise<T, T, T>("activation_grad", ActGrad<T, ActivationGrad::Silu>{}, out, {&x, &g});
+        return elementwise<T, T, T>("activation_grad", OnStorage<T, ActGrad<C, ActivationGrad::Silu>>{}, out, {&x, &g});
     }
   });
   return out;
@@ -267,7 +299,7 @@ void binary_into(BinaryKind kind, const Tensor& out, const Tensor& a, const Tens
   UOE_CHECK(a.dtype() == b.dtype(), "[binary] dtypes differ: ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
   UOE_CHECK(out.dtype() == (kind >= BinaryKind::Eq ? DType::Bool : a.dtype()), "[binary] internal: output dtype ",
             dtype_name(out.dtype()), " does not fit operands of ", dtype_name(a.dtype()));
-  dispatch_arith(a.dtype(), "binary", [&](auto tag) {
+  dispatch_arith_bf16(a.dtype(), "binary", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (kind >= BinaryKind::Eq) return elementwise<bool, T, T>("compare", Compare<T>{kind}, out, {&a, &b});
     switch (kind) {
@@ -276,7 +308,7 @@ void binary_into(BinaryKind kind, const Tensor& out, const Tensor& a, const Tens
       case BinaryKind::Mul: return run_arith<T, BinaryKind::Mul>(out, a, b);
       case BinaryKind::Div: return run_arith<T, BinaryKind::Div>(out, a, b);
       case BinaryKind::Pow:
-        if constexpr (std::is_floating_point_v<T>) return run_arith<T, BinaryKind::Pow>(out, a, b);
+        if constexpr (std::is_floating_point_v<compute_t<T>>) return run_arith<T, BinaryKind::Pow>(out, a, b);
         fail("[pow] needs floating-point tensors");
       default: fail("[binary] internal: kind not handled");
     }

@@ -10,7 +10,8 @@ using cpu::ActivationGrad;
 using cpu::BinaryKind;
 using cpu::UnaryKind;
 
-// x: float32/float64 (Neg, Abs, Sign, Relu also int), any strides -> new contiguous tensor.
+// Unlike the CPU kernels, these also take bfloat16 operands (computed in float32, the result rounded once).
+// x: float32/float64/bfloat16 (Neg, Abs, Sign, Relu also int), any strides -> new contiguous tensor.
 Tensor unary(UnaryKind kind, const Tensor& x);
 // g * f'(x) for the activation f; x and g broadcast together.
 Tensor activation_grad(ActivationGrad kind, const Tensor& x, const Tensor& g);

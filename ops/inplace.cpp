@@ -34,12 +34,13 @@ Tensor& Tensor::fill_(double value) {
 
 Tensor& Tensor::zero_() { return fill_(0.0); }
 
-// self = self (op) other, written in place (reduced floats go through float32 and copy back).
+// self = self (op) other, written in place (reduced floats off the GPU's bfloat16 kernels go through float32 and
+// copy back).
 static Tensor& update_inplace(const char* op, Tensor& self, cpu::BinaryKind kind, const Tensor& other) {
   check_inplace(op, self, other);
   ops::check_same_device(op, {self, other});
   ops::check_same_dtype(op, self, other);
-  if (is_reduced_float(self.dtype())) {
+  if (is_reduced_float(self.dtype()) && !ops::native_bf16(self)) {
     const Tensor a = ops::compute_view(self), b = ops::compute_view(other);
     return self.copy_(ops::restore_dtype(UOE_KERNEL(a, binary(kind, a, b)), self.dtype()));
   }

@@ -4,9 +4,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/rng.h"
 #include "cuda/cuda_api.h"
 #include "ops/ops.h"
@@ -16,6 +18,7 @@
 #include "cuda/index_kernels.h"
 #include "cuda/random_kernels.h"
 #include "cuda/reduce_kernels.h"
+#include "cuda/stream.h"
 #include "ops/cpu/copy_kernels.h"
 #include "ops/cpu/elementwise_kernels.h"
 #include "ops/cpu/index_kernels.h"
@@ -227,6 +230,59 @@ TEST_F(CudaKernels, BinaryBroadcastsAndComparesAsTheCpu) {
     cuda::binary_into(BinaryKind::Mul, xg, xg, dev(y));
     expect_same_bits(xg, xw, std::string("binary_into ") + dtype_name(t));
   }
+}
+
+TEST_F(CudaKernels, Bfloat16KernelsEqualTheFloat32KernelsBetweenCasts) {
+  // The bfloat16 kernels read bfloat16, compute in float32 and round once: bit for bit the float32 kernel on the
+  // widened operands, rounded to bfloat16. Strided and broadcast operands, specials included.
+  using cpu::ActivationGrad;
+  using cpu::BinaryKind;
+  using cpu::UnaryKind;
+  const Tensor x = ops::cat({mixed_values(64, true), randn({64}) * 3.0}, 0).to(DType::BFloat16).reshape({16, 8})
+                       .transpose(0, 1);                                          // [8, 16], strided
+  const Tensor y = (randn({16}) * 2.0).to(DType::BFloat16);                      // broadcast over rows
+  const Tensor xf = x.to(DType::Float32), yf = y.to(DType::Float32);
+  auto bf16 = [](const Tensor& t) { return t.to(DType::BFloat16); };
+  for (UnaryKind k : {UnaryKind::Neg, UnaryKind::Exp, UnaryKind::Log, UnaryKind::Sqrt, UnaryKind::Rsqrt, UnaryKind::Abs,
+                      UnaryKind::Sign, UnaryKind::Tanh, UnaryKind::Sigmoid, UnaryKind::Relu, UnaryKind::Gelu,
+                      UnaryKind::GeluTanh, UnaryKind::Silu})
+    expect_same_bits(cuda::unary(k, dev(x)), bf16(cuda::unary(k, dev(xf))), "bf16 unary kind " + std::to_string(int(k)));
+  for (ActivationGrad k : {ActivationGrad::Gelu, ActivationGrad::GeluTanh, ActivationGrad::Silu})
+    expect_same_bits(cuda::activation_grad(k, dev(x), dev(y)), bf16(cuda::activation_grad(k, dev(xf), dev(yf))),
+                     "bf16 activation_grad kind " + std::to_string(int(k)));
+  for (BinaryKind k : {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul, BinaryKind::Div, BinaryKind::Pow,
+                       BinaryKind::Eq, BinaryKind::Ne, BinaryKind::Lt, BinaryKind::Le, BinaryKind::Gt, BinaryKind::Ge}) {
+    const Tensor want = cuda::binary(k, dev(xf), dev(yf));
+    expect_same_bits(cuda::binary(k, dev(x), dev(y)), k >= BinaryKind::Eq ? want : bf16(want),
+                     "bf16 binary kind " + std::to_string(int(k)));
+  }
+  const Tensor inplace = dev(x).contiguous();
+  cuda::binary_into(BinaryKind::Add, inplace, inplace, dev(y));
+  expect_same_bits(inplace, bf16(cuda::binary(BinaryKind::Add, dev(xf), dev(yf))), "bf16 binary_into");
+}
+
+TEST_F(CudaKernels, Bfloat16OpsAllocateOnlyTheirResult) {
+  // bfloat16 ops on a GPU run the bfloat16 kernels on their operands: no float32 copies on the way.
+  const Tensor a = dev(randn({1024, 1024}).to(DType::BFloat16)), b = dev(randn({1024, 1024}).to(DType::BFloat16));
+  const size_t result = size_t(a.numel()) * 2;
+  Allocator& alloc = allocator_for(kGpu);
+  auto extra = [&](const std::function<Tensor()>& f, const char* what) {
+    cuda::synchronize(0, what);
+    alloc.reset_peak();
+    const size_t before = alloc.stats().allocated;
+    const Tensor y = f();
+    EXPECT_EQ(y.dtype(), DType::BFloat16) << what;
+    EXPECT_LE(alloc.stats().peak - before, result) << what << " allocated more than its result";
+  };
+  extra([&] { return a * b; }, "mul");
+  extra([&] { return a + b; }, "add");
+  extra([&] { return ops::silu(a); }, "silu");
+  extra([&] { return ops::silu_backward(a, b); }, "silu_backward");
+  Tensor c = a.clone();
+  alloc.reset_peak();
+  const size_t before = alloc.stats().allocated;
+  c.add_(b);
+  EXPECT_EQ(alloc.stats().peak, before) << "add_ allocated";
 }
 
 TEST_F(CudaKernels, WhereSelectsWithBroadcasting) {
