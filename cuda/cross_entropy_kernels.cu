@@ -1,5 +1,6 @@
 // uoe::cuda cross-entropy kernels: targets checked on the device, lse in one online pass over the logits,
-// the gradient in one pass; plus the op's device-side mean and per-row scale.
+// the gradient in one pass; plus the op's device-side mean and per-row scale. Logits are stored as S (float,
+// double or __nv_bfloat16) and computed in compute_t<S> (bfloat16: float32 loss, lse and scale).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "cuda/rowwise_common.cuh"
 #include "cuda/rowwise_kernels.h"
+#include "cuda/storage_access.cuh"
 
 namespace uoe::cuda {
 namespace {
@@ -37,37 +39,37 @@ __global__ void __launch_bounds__(kCheckThreads)
 }
 
 // lse[r] = m + log(sum exp(x - m)) in one pass; loss[r] = lse[r] - x[r, t]. Nothing is written when check[1] >= 0.
-template <class T, int V, int TPR>
+template <class S, int V, int TPR, class T = compute_t<S>>
 __global__ void __launch_bounds__(Group<TPR>::kBlock)
-    ce_fwd_kernel(int64_t rows, int64_t vocab, const T* logits, const int64_t* targets, int64_t ignore_index,
+    ce_fwd_kernel(int64_t rows, int64_t vocab, const S* logits, const int64_t* targets, int64_t ignore_index,
                   const int64_t* check, T* loss, T* lse) {
   using G = Group<TPR>;
-  using W = Vec<T, V>;
+  using W = Vec<S, V>;
   if (check[1] >= 0) return;
   const int64_t nv = vocab / V;
   for (int64_t r = G::first(); r < rows; r += G::stride()) {
-    const T* x = logits + r * vocab;
+    const S* x = logits + r * vocab;
     const W* xr = reinterpret_cast<const W*>(x);
     Online<T> st{neg_inf<T>(), T(0)};
 #pragma unroll 4
-    for (int64_t i = G::lane(); i < nv; i += TPR) online_add(st, xr[i]);
+    for (int64_t i = G::lane(); i < nv; i += TPR) online_add(st, widen<T>(xr[i]));
     st = finalize(group_allreduce<TPR>(st, Merge{}, Online<T>{neg_inf<T>(), T(0)}));
     if (G::lane() == 0) {
       const T l = st.m + dlog(st.s);
       lse[r] = l;
       const int64_t t = targets[r];
-      loss[r] = t == ignore_index ? T(0) : l - x[t];
+      loss[r] = t == ignore_index ? T(0) : l - load_as<T>(x + t);
     }
   }
 }
 
 // dlogits = exp(logits - lse) * scale, minus scale at the target; zeros on ignored rows. Skipped when check[1] >= 0.
-template <class T, int V, int TPR>
+template <class S, int V, int TPR, class T = compute_t<S>>
 __global__ void __launch_bounds__(Group<TPR>::kBlock)
-    ce_bwd_kernel(int64_t rows, int64_t vocab, const T* logits, const int64_t* targets, int64_t ignore_index,
-                  const int64_t* check, const T* lse, const T* scale, T* dlogits) {
+    ce_bwd_kernel(int64_t rows, int64_t vocab, const S* logits, const int64_t* targets, int64_t ignore_index,
+                  const int64_t* check, const T* lse, const T* scale, S* dlogits) {
   using G = Group<TPR>;
-  using W = Vec<T, V>;
+  using W = Vec<S, V>;
   if (check[1] >= 0) return;
   const int64_t nv = vocab / V;
   for (int64_t r = G::first(); r < rows; r += G::stride()) {
@@ -75,19 +77,19 @@ __global__ void __launch_bounds__(Group<TPR>::kBlock)
     W* dr = reinterpret_cast<W*>(dlogits + r * vocab);
     const int64_t t = targets[r];
     if (t == ignore_index) {
-      for (int64_t i = G::lane(); i < nv; i += TPR) dr[i] = W{};
+      for (int64_t i = G::lane(); i < nv; i += TPR) dr[i] = narrow<S>(Vec<T, V>{});
       continue;
     }
     const T l = lse[r], g = scale[r];
 #pragma unroll 4
     for (int64_t i = G::lane(); i < nv; i += TPR) {
-      W a = xr[i];
+      Vec<T, V> a = widen<T>(xr[i]);
 #pragma unroll
       for (int k = 0; k < V; ++k) {
         a.v[k] = dexp(a.v[k] - l) * g;
         if (i * V + k == t) a.v[k] -= g;
       }
-      dr[i] = a;
+      dr[i] = narrow<S>(a);
     }
   }
 }
@@ -137,17 +139,46 @@ void throw_bad_target(const char* fn, const TargetCheck& c, int64_t vocab, int64
 
 }  // namespace
 
-template <class T>
-TargetCheck cross_entropy_forward_checked(int64_t rows, int64_t vocab, const T* logits, const int64_t* targets,
-                                          int64_t ignore_index, T* loss_per_row, T* lse) {
+namespace {
+
+// The launchers on storage S (loss, lse and scale in compute_t<S>).
+template <class S, class T = compute_t<S>>
+TargetCheck forward_checked(int64_t rows, int64_t vocab, const S* logits, const int64_t* targets,
+                            int64_t ignore_index, T* loss_per_row, T* lse) {
   if (rows <= 0) return {};
   return checked_launch("cross_entropy", rows, vocab, targets, ignore_index, [&](const LaunchContext& l, const int64_t* d) {
-    dispatch_rows<T>(vocab, {logits}, [&](auto v, auto tpr) {
+    dispatch_rows<S>(vocab, {logits}, [&](auto v, auto tpr) {
       constexpr int V = decltype(v)::value, TPR = decltype(tpr)::value;
-      ce_fwd_kernel<T, V, TPR><<<grid_for<TPR>(rows), Group<TPR>::kBlock, 0, l.stream>>>(
+      ce_fwd_kernel<S, V, TPR><<<grid_for<TPR>(rows), Group<TPR>::kBlock, 0, l.stream>>>(
           rows, vocab, logits, targets, ignore_index, d, loss_per_row, lse);
     });
   });
+}
+
+template <class S, class T = compute_t<S>>
+void backward(int64_t rows, int64_t vocab, const S* logits, const int64_t* targets, int64_t ignore_index,
+              const T* lse, const T* grad_scale_per_row, S* dlogits) {
+  if (rows <= 0) return;
+  const TargetCheck c = checked_launch(
+      "cross_entropy backward", rows, vocab, targets, ignore_index, [&](const LaunchContext& l, const int64_t* d) {
+        dispatch_rows<S>(vocab, {logits, dlogits}, [&](auto v, auto tpr) {
+          constexpr int V = decltype(v)::value, TPR = decltype(tpr)::value;
+          ce_bwd_kernel<S, V, TPR><<<grid_for<TPR>(rows), Group<TPR>::kBlock, 0, l.stream>>>(
+              rows, vocab, logits, targets, ignore_index, d, lse, grad_scale_per_row, dlogits);
+        });
+      });
+  if (c.bad_row >= 0) throw_bad_target("cross_entropy_backward", c, vocab, ignore_index);
+}
+
+const __nv_bfloat16* nv(const BFloat16* p) { return reinterpret_cast<const __nv_bfloat16*>(p); }
+__nv_bfloat16* nv(BFloat16* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
+
+}  // namespace
+
+template <class T>
+TargetCheck cross_entropy_forward_checked(int64_t rows, int64_t vocab, const T* logits, const int64_t* targets,
+                                          int64_t ignore_index, T* loss_per_row, T* lse) {
+  return forward_checked(rows, vocab, logits, targets, ignore_index, loss_per_row, lse);
 }
 
 template <class T>
@@ -161,16 +192,19 @@ void cross_entropy_forward(int64_t rows, int64_t vocab, const T* logits, const i
 template <class T>
 void cross_entropy_backward(int64_t rows, int64_t vocab, const T* logits, const int64_t* targets,
                             int64_t ignore_index, const T* lse, const T* grad_scale_per_row, T* dlogits) {
-  if (rows <= 0) return;
-  const TargetCheck c = checked_launch(
-      "cross_entropy backward", rows, vocab, targets, ignore_index, [&](const LaunchContext& l, const int64_t* d) {
-        dispatch_rows<T>(vocab, {logits, dlogits}, [&](auto v, auto tpr) {
-          constexpr int V = decltype(v)::value, TPR = decltype(tpr)::value;
-          ce_bwd_kernel<T, V, TPR><<<grid_for<TPR>(rows), Group<TPR>::kBlock, 0, l.stream>>>(
-              rows, vocab, logits, targets, ignore_index, d, lse, grad_scale_per_row, dlogits);
-        });
-      });
-  if (c.bad_row >= 0) throw_bad_target("cross_entropy_backward", c, vocab, ignore_index);
+  backward(rows, vocab, logits, targets, ignore_index, lse, grad_scale_per_row, dlogits);
+}
+
+TargetCheck cross_entropy_forward_checked_bf16(int64_t rows, int64_t vocab, const BFloat16* logits,
+                                               const int64_t* targets, int64_t ignore_index, float* loss_per_row,
+                                               float* lse) {
+  return forward_checked(rows, vocab, nv(logits), targets, ignore_index, loss_per_row, lse);
+}
+
+void cross_entropy_backward_bf16(int64_t rows, int64_t vocab, const BFloat16* logits, const int64_t* targets,
+                                 int64_t ignore_index, const float* lse, const float* grad_scale_per_row,
+                                 BFloat16* dlogits) {
+  backward(rows, vocab, nv(logits), targets, ignore_index, lse, grad_scale_per_row, nv(dlogits));
 }
 
 template <class T>

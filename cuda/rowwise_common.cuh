@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "cuda/check.h"
 #include "cuda/launch.h"
+#include "cuda/storage_access.cuh"
 #include "cuda/stream.h"
 
 namespace uoe::cuda::rowwise {
@@ -39,6 +40,21 @@ template <class T, int V>
 struct alignas(sizeof(T) * V) Vec {
   T v[V];
 };
+// A vector of storage S in the compute type C, and back (storage_access.cuh: bfloat16 rounded to nearest even).
+template <class C, class S, int V>
+__device__ __forceinline__ Vec<C, V> widen(const Vec<S, V>& x) {
+  Vec<C, V> r;
+#pragma unroll
+  for (int k = 0; k < V; ++k) r.v[k] = load_as<C>(&x.v[k]);
+  return r;
+}
+template <class S, class C, int V>
+__device__ __forceinline__ Vec<S, V> narrow(const Vec<C, V>& x) {
+  Vec<S, V> r;
+#pragma unroll
+  for (int k = 0; k < V; ++k) store_as(&r.v[k], x.v[k]);
+  return r;
+}
 
 // ---- online max / sum-of-exp (one pass) -------------------------------------------------------------------
 // s = sum_j exp(x_j - m) over the elements seen, m their max. -inf entries are skipped (they add 0), so a state

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "core/half.h"
+
 // Same conventions as ops/cpu/rowwise_kernels.h (read that header first); what differs on the GPU:
 //  * Every pointer is device memory of the current CUDA device (cudaGetDevice); kernels run asynchronously on
 //    cuda::current_stream(device). Only the cross-entropy calls synchronise (to read the target check back).
@@ -62,6 +64,13 @@ struct TargetCheck {
 template <class T>
 TargetCheck cross_entropy_forward_checked(int64_t rows, int64_t vocab, const T* logits, const int64_t* targets,
                                           int64_t ignore_index, T* loss_per_row, T* lse);
+// The same on bfloat16 logits and logit gradients, computed in float32: loss, lse and scale in float32.
+TargetCheck cross_entropy_forward_checked_bf16(int64_t rows, int64_t vocab, const BFloat16* logits,
+                                               const int64_t* targets, int64_t ignore_index, float* loss_per_row,
+                                               float* lse);
+void cross_entropy_backward_bf16(int64_t rows, int64_t vocab, const BFloat16* logits, const int64_t* targets,
+                                 int64_t ignore_index, const float* lse, const float* grad_scale_per_row,
+                                 BFloat16* dlogits);
 // loss[0] = T(sum_r double(loss_per_row[r]) / count), or 0 when count == 0 (one block, fixed order; no sync).
 template <class T>
 void cross_entropy_mean_loss(int64_t rows, const T* loss_per_row, int64_t count, T* loss);

@@ -69,9 +69,8 @@ Tensor LanguageModel::checkpointed(Block& block, const Tensor& x) const {
 }
 
 Tensor LanguageModel::loss(const Tensor& ids, const Tensor& targets) {
-  Tensor logits = forward(ids);
-  if (is_reduced_float(logits.dtype())) logits = logits.to(DType::Float32);  // the loss in float32
-  last_ce = ops::cross_entropy(logits, targets);
+  const Tensor logits = forward(ids);              // [B, T, vocab] in the compute dtype
+  last_ce = ops::cross_entropy(logits, targets);  // float32 whatever the compute dtype
   Tensor total = last_ce;
   for (auto& b : blocks)
     if (b->ffn->stats.aux_loss.defined()) total = total + b->ffn->stats.aux_loss;

@@ -60,7 +60,8 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // ---- neural-network ops ----
 Tensor softmax(const Tensor& x, int64_t dim = -1);
 Tensor log_softmax(const Tensor& x, int64_t dim = -1);
-// logits: [N, V] (or [..., V]), targets: int [N] (or [...]); mean over targets != ignore_index.
+// logits: [N, V] (or [..., V]), targets: int [N] (or [...]); mean over targets != ignore_index. The loss is
+// float32 for bfloat16 / float16 logits (computed in float32; on a GPU bfloat16 logits are read as they are).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
 // weight: [V, d], ids: int [...] -> [..., d]
 Tensor embedding(const Tensor& weight, const Tensor& ids);

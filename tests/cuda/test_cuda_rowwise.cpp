@@ -330,6 +330,45 @@ TYPED_TEST(CudaRowwise, CrossEntropyMatchesCpuWithIgnoredRows) {
   }
 }
 
+class CudaCrossEntropyBf16 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible: CUDA kernel tests skipped";
+  }
+};
+
+TEST_F(CudaCrossEntropyBf16, MatchesTheFloat32CpuOnTheSameValues) {
+  // bfloat16 logits read as they are: loss and lse in float32 as the CPU's float32 kernels give them on the
+  // widened values; dlogits rounded once to bfloat16.
+  unsigned seed = 500;
+  const int64_t ignore = -100;
+  for (auto [rows, vocab] : kShapes) {
+    const size_t sz = size_t(rows * vocab);
+    const Tensor x16 = from_vector(randn_vec<float>(sz, seed++, 4.0), {int64_t(sz)}).to(DType::BFloat16);
+    const std::vector<float> x = x16.to(DType::Float32).to_vector<float>(), sc = randn_vec<float>(size_t(rows), seed++);
+    std::vector<int64_t> t(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) t[size_t(r)] = (r % 3 == 1) ? ignore : (r * 7919 + 13) % vocab;
+    const std::string what = "bf16 cross_entropy " + shape_name(rows, vocab);
+    std::vector<float> loss(static_cast<size_t>(rows)), lse(static_cast<size_t>(rows)), dl(sz);
+    cpu::cross_entropy_forward(rows, vocab, x.data(), t.data(), ignore, loss.data(), lse.data());
+    cpu::cross_entropy_backward(rows, vocab, x.data(), t.data(), ignore, lse.data(), sc.data(), dl.data());
+
+    const Tensor d_x = x16.to(Device::cuda(0)), d_t = dev(t), d_loss = poisoned<float>(size_t(rows)),
+                 d_lse = poisoned<float>(size_t(rows));
+    const cuda::TargetCheck c = cuda::cross_entropy_forward_checked_bf16(
+        rows, vocab, ptr<BFloat16>(d_x), ptr<int64_t>(d_t), ignore, ptr<float>(d_loss), ptr<float>(d_lse));
+    EXPECT_EQ(c.bad_row, -1) << what;
+    expect_close(host<float>(d_loss), loss, what + " loss_per_row");
+    expect_close(host<float>(d_lse), lse, what + " lse");
+
+    const Tensor d_lse_c = dev(lse), d_sc = dev(sc);
+    Tensor d_dl = full({int64_t(sz)}, kNaN, TensorOptions{}.with_dtype(DType::BFloat16).with_device(Device::cuda(0)));
+    cuda::cross_entropy_backward_bf16(rows, vocab, ptr<BFloat16>(d_x), ptr<int64_t>(d_t), ignore, ptr<float>(d_lse_c),
+                                      ptr<float>(d_sc), ptr<BFloat16>(d_dl));
+    expect_close(host<float>(d_dl.to(DType::Float32)), dl, what + " dlogits", 1e-2);
+  }
+}
+
 TYPED_TEST(CudaRowwise, CrossEntropyBadTargetThrowsAndWritesNothing) {
   using T = TypeParam;
   const int64_t rows = 4, vocab = 5;

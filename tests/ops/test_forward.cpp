@@ -113,6 +113,20 @@ TEST(Forward, SoftmaxCrossEntropyNormsHandValues) {
                1e-12);
 }
 
+TEST(Forward, CrossEntropyOfReducedFloatLogitsIsAFloat32Loss) {
+  // bfloat16 logits: the loss in float32 from the very values of the logits, the gradient back in bfloat16.
+  const Tensor l16 = random_double({6, 11}, 9).to(DType::BFloat16).requires_grad_();
+  const Tensor l32 = l16.detach().to(DType::Float32).requires_grad_();
+  const Tensor t = from_vector<int64_t>({3, 0, -100, 10, 5, 5}, {6}, kI64);
+  const Tensor y16 = ops::cross_entropy(l16, t), y32 = ops::cross_entropy(l32, t);
+  EXPECT_EQ(y16.dtype(), DType::Float32);
+  EXPECT_EQ(y16.item<float>(), y32.item<float>());
+  y16.backward();
+  y32.backward();
+  EXPECT_EQ(l16.grad().dtype(), DType::BFloat16);
+  EXPECT_EQ(l16.grad().to_vector<float>(), l32.grad().to(DType::BFloat16).to_vector<float>());
+}
+
 TEST(Forward, RopeRotatesPairsByPosition) {
   // Dh = 2, positions 0 and 1: angle = position (the base does not matter for i = 0)
   const Tensor x = from_vector<double>({1, 2, 1, 2}, {1, 2, 1, 2}, kF64);
