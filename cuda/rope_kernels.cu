@@ -1,4 +1,5 @@
 // CUDA RoPE: a [T, Dh/2] cos/sin table computed in double (as on the CPU), then one pass rotating every row.
+// bfloat16 rows are rotated in float32 (a float32 table) and rounded once.
 #include "cuda/rope_kernels.h"
 
 #include <cuda_runtime.h>
@@ -8,6 +9,7 @@
 
 #include "core/error.h"
 #include "cuda/check.h"
+#include "cuda/storage_access.cuh"
 #include "cuda/stream.h"
 
 namespace uoe::cuda {
@@ -31,24 +33,28 @@ __global__ void rope_table_kernel(int64_t T, int64_t h, int64_t Dh, double base,
 }
 
 // y[i] = x[i] cos - x[i+h] sin ; y[i+h] = x[i] sin + x[i+h] cos, for i < h, on every row of x: [rows = B*T*H, 2h].
+// x, y stored as S; the table and the arithmetic in C = compute_t<S>.
 // block (threadIdx.x over the h / V vectors of a half row, threadIdx.y over rows)
-template <class S, int V>
+template <class S, int V, class C = compute_t<S>>
 __global__ void __launch_bounds__(256) rope_kernel(int64_t rows, int64_t T, int64_t H, int64_t h, const S* x,
-                                                   const S* cs, const S* sn, S* y) {
+                                                   const C* cs, const C* sn, S* y) {
   using W = Vec<S, V>;
+  using WC = Vec<C, V>;
   const int64_t hv = h / V;
   for (int64_t r = int64_t(blockIdx.x) * blockDim.y + threadIdx.y; r < rows; r += int64_t(gridDim.x) * blockDim.y) {
     const int64_t t = (r / H) % T;
     const W *xa = reinterpret_cast<const W*>(x + r * 2 * h), *xb = reinterpret_cast<const W*>(x + r * 2 * h + h);
-    const W *c = reinterpret_cast<const W*>(cs + t * h), *s = reinterpret_cast<const W*>(sn + t * h);
+    const WC *c = reinterpret_cast<const WC*>(cs + t * h), *s = reinterpret_cast<const WC*>(sn + t * h);
     W *ya = reinterpret_cast<W*>(y + r * 2 * h), *yb = reinterpret_cast<W*>(y + r * 2 * h + h);
     for (int64_t j = threadIdx.x; j < hv; j += blockDim.x) {
-      const W a = xa[j], b = xb[j], cc = c[j], ss = s[j];
+      const W a = xa[j], b = xb[j];
+      const WC cc = c[j], ss = s[j];
       W oa, ob;
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        oa.v[k] = a.v[k] * cc.v[k] - b.v[k] * ss.v[k];
-        ob.v[k] = a.v[k] * ss.v[k] + b.v[k] * cc.v[k];
+        const C av = load_as<C>(&a.v[k]), bv = load_as<C>(&b.v[k]);
+        store_as(&oa.v[k], av * cc.v[k] - bv * ss.v[k]);
+        store_as(&ob.v[k], av * ss.v[k] + bv * cc.v[k]);
       }
       ya[j] = oa;
       yb[j] = ob;
@@ -56,9 +62,9 @@ __global__ void __launch_bounds__(256) rope_kernel(int64_t rows, int64_t T, int6
   }
 }
 
-template <class S, int V>
-void launch_rope(cudaStream_t stream, int64_t rows, int64_t T, int64_t H, int64_t h, const S* x, const S* cs,
-                 const S* sn, S* y) {
+template <class S, int V, class C>
+void launch_rope(cudaStream_t stream, int64_t rows, int64_t T, int64_t H, int64_t h, const S* x, const C* cs,
+                 const C* sn, S* y) {
   const int64_t hv = h / V;
   const int bx = hv <= 32 ? 32 : hv <= 64 ? 64 : 128, by = 256 / bx;
   const int64_t blocks = std::clamp<int64_t>((rows + by - 1) / by, 1, int64_t(1) << 24);
@@ -75,25 +81,30 @@ Tensor rope(const Tensor& x, double base, int64_t pos_offset, bool inverse) {
   const int64_t B = x.size(0), T = x.size(1), H = x.size(2), Dh = x.size(3), h = Dh / 2;
   const TensorOptions opt = TensorOptions{}.with_dtype(x.dtype()).with_device(x.device());
   Tensor y = empty(x.shape(), opt);
-  dispatch_float(x.dtype(), "rope", [&](auto tag) {
+  auto run = [&](auto tag) {
     using S = typename decltype(tag)::type;
+    using C = compute_t<S>;
     if (x.numel() == 0 || h == 0) return;
     const cudaStream_t stream = current_stream(x.device().index);
-    const Tensor table = empty({2, T, h}, opt);  // [cos; sin], freed in stream order
-    S* cs = table.data_ptr<S>();
-    S* sn = cs + T * h;
+    // [cos; sin] in the compute dtype, freed in stream order
+    const Tensor table = empty({2, T, h}, TensorOptions{}.with_dtype(dtype_of<C>()).with_device(x.device()));
+    C* cs = table.data_ptr<C>();
+    C* sn = cs + T * h;
     const unsigned tblocks = unsigned(std::min<int64_t>((T * h + 255) / 256, 4096));
-    rope_table_kernel<S><<<tblocks, 256, 0, stream>>>(T, h, Dh, base, pos_offset, inverse, cs, sn);
+    rope_table_kernel<C><<<tblocks, 256, 0, stream>>>(T, h, Dh, base, pos_offset, inverse, cs, sn);
     check_launch("rope");
-    const S* px = x.data_ptr<S>();
-    S* py = y.data_ptr<S>();
-    constexpr int kV = int(16 / sizeof(S));
+    const S* px = reinterpret_cast<const S*>(x.raw_data());
+    S* py = reinterpret_cast<S*>(y.raw_data());
+    constexpr int kV = int(16 / sizeof(S));  // 16-byte loads of x and y; the table's vectors are as aligned
     const bool vec = h % kV == 0 && reinterpret_cast<uintptr_t>(px) % 16 == 0 &&
-                     reinterpret_cast<uintptr_t>(py) % 16 == 0 && reinterpret_cast<uintptr_t>(cs) % 16 == 0;
+                     reinterpret_cast<uintptr_t>(py) % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(cs) % (kV * sizeof(C)) == 0;
     if (vec) launch_rope<S, kV>(stream, B * T * H, T, H, h, px, cs, sn, py);
     else launch_rope<S, 1>(stream, B * T * H, T, H, h, px, cs, sn, py);
     check_launch("rope");
-  });
+  };
+  if (x.dtype() == DType::BFloat16) run(TypeTag<__nv_bfloat16>{});
+  else dispatch_float(x.dtype(), "rope", run);
   return y;
 }
 

@@ -4,7 +4,8 @@
 
 namespace uoe::cuda {
 
-// x: contiguous float32/float64 [B, T, H, Dh] on a GPU (Dh even) -> rotated copy on the same GPU; inverse rotates
+// x: contiguous float32/float64/bfloat16 (rotated in float32) [B, T, H, Dh] on a GPU (Dh even) -> rotated copy
+// on the same GPU; inverse rotates
 // by the negative angle (the backward). Pairs (i, i + Dh/2) of position p = t + pos_offset turn by
 // p * base^(-2i/Dh); the angle, its cosine and sine are computed in double as on the CPU, then rounded to the
 // dtype. Asynchronous on cuda::current_stream of x's device.

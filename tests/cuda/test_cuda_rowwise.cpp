@@ -330,14 +330,14 @@ TYPED_TEST(CudaRowwise, CrossEntropyMatchesCpuWithIgnoredRows) {
   }
 }
 
-class CudaCrossEntropyBf16 : public ::testing::Test {
+class CudaRowwiseBf16 : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible: CUDA kernel tests skipped";
   }
 };
 
-TEST_F(CudaCrossEntropyBf16, MatchesTheFloat32CpuOnTheSameValues) {
+TEST_F(CudaRowwiseBf16, CrossEntropyMatchesTheFloat32CpuOnTheSameValues) {
   // bfloat16 logits read as they are: loss and lse in float32 as the CPU's float32 kernels give them on the
   // widened values; dlogits rounded once to bfloat16.
   unsigned seed = 500;
@@ -413,6 +413,21 @@ TYPED_TEST(CudaRowwise, RopeMatchesCpu) {
         expect_close(host<T>(got), want.to_vector<T>(),
                      "rope " + shape_str(s) + (inverse ? " inverse" : "") + " offset " + std::to_string(offset));
       }
+  }
+}
+
+TEST_F(CudaRowwiseBf16, RopeOnBfloat16MatchesTheFloat32CpuRounded) {
+  // bfloat16 rows rotated in float32 and rounded once: the CPU's float32 rotation of the same values, rounded.
+  unsigned seed = 450;
+  for (Shape s : {Shape{2, 5, 3, 8}, Shape{1, 17, 2, 64}, Shape{3, 4, 2, 6}, Shape{2, 33, 4, 128}}) {
+    const Tensor x = from_vector(randn_vec<float>(size_t(shape_numel(s)), seed++), s).to(DType::BFloat16);
+    for (bool inverse : {false, true}) {
+      const Tensor want = cpu::rope(x.to(DType::Float32), 10000.0, 7, inverse).to(DType::BFloat16);
+      const Tensor got = cuda::rope(x.to(Device::cuda(0)), 10000.0, 7, inverse);
+      ASSERT_EQ(got.dtype(), DType::BFloat16);
+      expect_close(host<float>(got.to(DType::Float32)), want.to(DType::Float32).to_vector<float>(),
+                   "bf16 rope " + shape_str(s) + (inverse ? " inverse" : ""), 1e-2);
+    }
   }
 }
 
