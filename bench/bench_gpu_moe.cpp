@@ -95,10 +95,12 @@ void BM_GpuAttentionBwdF32(benchmark::State& state) { run_attention(state, true,
 
 BENCHMARK(BM_GpuAttentionFwdBf16)
     ->ArgsProduct({{64, 128}, {1024, 2048, 4096, 8192}})
+    ->Args({96, 1024})  // 3b-*'s head dim at its training length
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GpuAttentionBwdBf16)
     ->ArgsProduct({{64, 128}, {1024, 2048, 4096, 8192}})
+    ->Args({96, 1024})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GpuAttentionFwdF32)->Args({64, 1024})->UseManualTime()->Unit(benchmark::kMillisecond);

@@ -441,7 +441,7 @@ void attention_backward(const AttnShape& s, const T* q, AttnStrides qs, const T*
 
 bool attention_bf16_uses_tensor_cores(const AttnShape& s, std::initializer_list<const void*> ptrs,
                                       std::initializer_list<AttnStrides> strides) {
-  if (s.Dh != 64 && s.Dh != 128) return false;
+  if (!detail::mma_head_dim(s.Dh)) return false;
   for (const void* p : ptrs)
     if (!aligned16(p)) return false;
   for (const AttnStrides& st : strides)

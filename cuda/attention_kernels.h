@@ -17,8 +17,9 @@
 // for dk/dv; K/V (or Q/dO) tiles through shared memory, online softmax, never a T×T matrix.
 //  * float / double: scalar FMA kernels, compute in T, any head dim that fits shared memory (tiles of 64, 32 or
 //    16 rows chosen by the head dim).
-//  * bfloat16: mma.sync m16n8k16 (bf16 operands, float32 accumulation and softmax) when Dh is 64 or 128 and
-//    every pointer and stride is 16-byte aligned; otherwise the float32-compute scalar kernels on bf16 storage.
+//  * bfloat16: mma.sync m16n8k16 (bf16 operands, float32 accumulation and softmax) when Dh is 64, 96 or 128
+//    and every pointer and stride is 16-byte aligned; otherwise the float32-compute scalar kernels on bf16
+//    storage.
 namespace uoe::cuda {
 
 using cpu::AttnShape;
@@ -39,7 +40,7 @@ void attention_backward_bf16(const AttnShape& s, const BFloat16* q, AttnStrides 
                              const BFloat16* v, AttnStrides vs, const BFloat16* out, AttnStrides os, const float* lse,
                              const BFloat16* dout, AttnStrides dos, BFloat16* dq, AttnStrides dqs, BFloat16* dk,
                              AttnStrides dks, BFloat16* dv, AttnStrides dvs);
-// Whether the bf16 calls with these arguments take the tensor-core kernels (Dh 64 or 128, 16-byte aligned).
+// Whether the bf16 calls with these arguments take the tensor-core kernels (Dh 64, 96 or 128, 16-byte aligned).
 bool attention_bf16_uses_tensor_cores(const AttnShape& s, std::initializer_list<const void*> ptrs,
                                       std::initializer_list<AttnStrides> strides);
 
@@ -57,6 +58,8 @@ extern template void attention_backward<double>(const AttnShape&, const double*,
                                                 double*, AttnStrides, double*, AttnStrides);
 
 namespace detail {
+// The head dims the tensor-core kernels are built for: 64 and 128, and 96 (d_model 1536 with 16 heads, 3b-*).
+inline bool mma_head_dim(int64_t Dh) { return Dh == 64 || Dh == 96 || Dh == 128; }
 // Tensor-core bf16 kernels (cuda/attention_mma.cu); raw bf16 bits, preconditions checked by the callers above.
 // dsum: contiguous [B, H, T] float, rowsum(dout ⊙ out).
 void attention_forward_mma(const AttnShape& s, const uint16_t* q, AttnStrides qs, const uint16_t* k, AttnStrides ks,

@@ -1,5 +1,5 @@
 // uoe::cuda bf16 attention on tensor cores: FlashAttention-2 forward and backward with mma.sync m16n8k16 (bf16
-// operands, float32 accumulation), head dims 64 and 128, cp.async double-buffered tiles, ldmatrix fragments.
+// operands, float32 accumulation), head dims 64, 96 and 128, cp.async double-buffered tiles, ldmatrix fragments.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -503,6 +503,17 @@ void launch(Kernel kernel, int64_t blocks, size_t smem, const LaunchContext& c, 
   check_launch(op);
 }
 
+// Calls f(IntC<DH>) for the head dim s.Dh (detail::mma_head_dim).
+template <class F>
+void with_head_dim(const AttnShape& s, const char* op, F&& f) {
+  switch (s.Dh) {
+    case 64: return f(std::integral_constant<int, 64>{});
+    case 96: return f(std::integral_constant<int, 96>{});
+    case 128: return f(std::integral_constant<int, 128>{});
+    default: fail("[", op, "] tensor-core path needs head dim 64, 96 or 128, got ", s.Dh);
+  }
+}
+
 MmaArgs make_args(const AttnShape& s, const char* op) {
   UOE_CHECK(s.T < (int64_t(1) << 30), "[", op, "] sequence length ", s.T, " is too long for the tensor-core kernels");
   MmaArgs a{};
@@ -518,16 +529,14 @@ MmaArgs make_args(const AttnShape& s, const char* op) {
 void attention_forward_mma(const AttnShape& s, const uint16_t* q, AttnStrides qs, const uint16_t* k, AttnStrides ks,
                            const uint16_t* v, AttnStrides vs, uint16_t* out, AttnStrides os, float* lse) {
   const char* op = "scaled_dot_product_attention";
-  UOE_CHECK(s.Dh == 64 || s.Dh == 128, "[", op, "] tensor-core path needs head dim 64 or 128, got ", s.Dh);
-  if (s.B == 0 || s.T == 0) return;
-  const LaunchContext c = launch_context(op);
-  MmaArgs a = make_args(s, op);
-  a.q = q, a.k = k, a.v = v, a.out = out, a.lse_out = lse, a.qs = qs, a.ks = ks, a.vs = vs, a.os = os;
-  const int64_t blocks = a.nqb * s.B * s.H;
-  if (s.Dh == 64)
-    launch(attn_fwd_mma_kernel<64>, blocks, fwd_smem<64>(), c, op, a);
-  else
-    launch(attn_fwd_mma_kernel<128>, blocks, fwd_smem<128>(), c, op, a);
+  with_head_dim(s, op, [&](auto dh) {
+    constexpr int DH = decltype(dh)::value;
+    if (s.B == 0 || s.T == 0) return;
+    const LaunchContext c = launch_context(op);
+    MmaArgs a = make_args(s, op);
+    a.q = q, a.k = k, a.v = v, a.out = out, a.lse_out = lse, a.qs = qs, a.ks = ks, a.vs = vs, a.os = os;
+    launch(attn_fwd_mma_kernel<DH>, a.nqb * s.B * s.H, fwd_smem<DH>(), c, op, a);
+  });
 }
 
 void attention_backward_mma(const AttnShape& s, const uint16_t* q, AttnStrides qs, const uint16_t* k, AttnStrides ks,
@@ -535,21 +544,17 @@ void attention_backward_mma(const AttnShape& s, const uint16_t* q, AttnStrides q
                             const uint16_t* dout, AttnStrides dos, uint16_t* dq, AttnStrides dqs, uint16_t* dk,
                             AttnStrides dks, uint16_t* dv, AttnStrides dvs) {
   const char* op = "scaled_dot_product_attention backward";
-  UOE_CHECK(s.Dh == 64 || s.Dh == 128, "[", op, "] tensor-core path needs head dim 64 or 128, got ", s.Dh);
-  if (s.B == 0 || s.T == 0) return;
-  const LaunchContext c = launch_context(op);
-  MmaArgs a = make_args(s, op);
-  a.q = q, a.k = k, a.v = v, a.dout = dout, a.lse_in = lse, a.dsum = dsum;
-  a.qs = qs, a.ks = ks, a.vs = vs, a.dos = dos, a.dqs = dqs, a.dks = dks, a.dvs = dvs;
-  a.dq = dq, a.dk = dk, a.dv = dv;
-  const int64_t kv_blocks = a.nkb * s.B * s.Hkv, q_blocks = a.nqb * s.B * s.H;
-  if (s.Dh == 64) {
-    launch(attn_bwd_kv_mma_kernel<64>, kv_blocks, kv_smem<64>(), c, op, a);
-    launch(attn_bwd_q_mma_kernel<64>, q_blocks, q_smem<64>(), c, op, a);
-  } else {
-    launch(attn_bwd_kv_mma_kernel<128>, kv_blocks, kv_smem<128>(), c, op, a);
-    launch(attn_bwd_q_mma_kernel<128>, q_blocks, q_smem<128>(), c, op, a);
-  }
+  with_head_dim(s, op, [&](auto dh) {
+    constexpr int DH = decltype(dh)::value;
+    if (s.B == 0 || s.T == 0) return;
+    const LaunchContext c = launch_context(op);
+    MmaArgs a = make_args(s, op);
+    a.q = q, a.k = k, a.v = v, a.dout = dout, a.lse_in = lse, a.dsum = dsum;
+    a.qs = qs, a.ks = ks, a.vs = vs, a.dos = dos, a.dqs = dqs, a.dks = dks, a.dvs = dvs;
+    a.dq = dq, a.dk = dk, a.dv = dv;
+    launch(attn_bwd_kv_mma_kernel<DH>, a.nkb * s.B * s.Hkv, kv_smem<DH>(), c, op, a);
+    launch(attn_bwd_q_mma_kernel<DH>, a.nqb * s.B * s.H, q_smem<DH>(), c, op, a);
+  });
 }
 
 }  // namespace uoe::cuda::detail

@@ -102,6 +102,8 @@ std::vector<ParityCase> cases() {
                }});
   c.push_back({"attention_noncausal_hd128", {{1, 2, 50, 128}, {1, 2, 50, 128}, {1, 2, 50, 128}},
                [](const Inputs& x) { return ops::scaled_dot_product_attention(x[0], x[1], x[2], false); }});
+  c.push_back({"attention_causal_hd96", {{2, 2, 81, 96}, {2, 2, 81, 96}, {2, 2, 81, 96}},  // 3b-*'s head dim
+               [](const Inputs& x) { return ops::scaled_dot_product_attention(x[0], x[1], x[2], true); }});
   c.push_back({"gather", {{8, 20}}, [](const Inputs& x) { return ops::gather(x[0], 1, ids(x[0], cycle(24, 20), {8, 3})); }});
   c.push_back({"scatter_add", {{8, 20}, {8, 3}},
                [](const Inputs& x) { return ops::scatter_add(x[0], 1, ids(x[0], cycle(24, 20, 1), {8, 3}), x[1]); }});
