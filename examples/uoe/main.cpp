@@ -25,7 +25,8 @@ const char* kUsage =
     "  analyze --ckpt <dir> --data <text> --out <dir> [--tokens N] [--samples N] [--grad-windows N] [--examples N]\n"
     "          (routing report: report.html, stats.json, CSV)\n"
     "  graph   --config <preset|file.json> [--layer L] [--out graph.dot] [--seq T]\n"
-    "presets: tiny-uoe, tiny-moe, tiny-aoe, tiny-dense\n";
+    "presets: <family>-<kind>, families tiny (a laptop CPU), small (~124M active), 1b, 3b; kinds uoe, moe, aoe,\n"
+    "         dense (e.g. tiny-uoe, small-moe, 3b-uoe); `uoe info --config <preset>` prints sizes and memory\n";
 
 }  // namespace
 
