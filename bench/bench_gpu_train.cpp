@@ -6,6 +6,7 @@
 
 #include "core/rng.h"
 #include "cuda/cuda_api.h"
+#include "cuda/gemm.h"
 #include "nn/accounting.h"
 #include "nn/optim.h"
 #include "nn/transformer.h"
@@ -29,6 +30,8 @@ void BM_GpuTrainStep(benchmark::State& state) {
   model.to(Device::cuda(0));
   model.compute_dtype = DType::BFloat16;
   nn::AdamW opt(model.named_parameters(), {});
+  const bool previous_tf32 = cuda::allow_tf32();
+  cuda::set_allow_tf32(true);  // as nn::train on a GPU: the float32 router GEMMs on TF32
   const TensorOptions i64 = TensorOptions{}.with_dtype(DType::Int64);
   const Tensor ids = randint(0, 256, {B, T}, i64).to(Device::cuda(0));
   const Tensor targets = randint(0, 256, {B, T}, i64).to(Device::cuda(0));
@@ -40,6 +43,7 @@ void BM_GpuTrainStep(benchmark::State& state) {
     opt.step(1e-4);
   };
   time_with_events(state, step, 1);  // warm-up: allocator pools, cuBLASLt heuristics
+  cuda::set_allow_tf32(previous_tf32);
   const double tokens = double(B * T), flops = 3 * nn::count_model(c).flops * tokens;
   state.SetLabel(kPresets[state.range(0)]);
   state.counters["tokens/s"] = benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);

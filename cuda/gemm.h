@@ -26,7 +26,7 @@ void gemm_batched_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int
                        int64_t stride_b, float beta, BFloat16* C, int64_t ldc, int64_t stride_c);
 
 // float32 GEMMs may use TF32 tensor cores (10-bit mantissa inputs, float32 accumulation). Default: off
-// (exact float32, the CPU-parity setting); training on a GPU turns it on.
+// (exact float32, the CPU-parity setting); nn::train on a GPU turns it on for the run.
 void set_allow_tf32(bool allow);
 bool allow_tf32();
 

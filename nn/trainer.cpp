@@ -22,6 +22,9 @@
 #include "nn/expert_sharding.h"
 #include "nn/optim.h"
 #include "nn/zero_optimizer.h"
+#if UOE_WITH_CUDA
+#include "cuda/gemm.h"
+#endif
 
 namespace uoe::nn {
 namespace {
@@ -185,6 +188,15 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     replica_group = comm.split(comm.rank() % ep, comm.rank());
     shards = ExpertSharding(model, *expert_group);  // before the move: only this rank's experts reach the device
   }
+#if UOE_WITH_CUDA
+  // A run on a GPU lets its float32 GEMMs use TF32 tensor cores (cuda/gemm.h), as PyTorch's allow_tf32; the
+  // setting is put back when the run ends.
+  struct Tf32ForTheRun {
+    bool previous = cuda::allow_tf32();
+    explicit Tf32ForTheRun(bool on) { cuda::set_allow_tf32(previous || on); }
+    ~Tf32ForTheRun() { cuda::set_allow_tf32(previous); }
+  } tf32(o.device.is_cuda());
+#endif
   model.to(o.device);  // before the optimiser, so its state is created beside the parameters
   model.to(o.param_dtype);
   model.compute_dtype = o.compute_dtype;
