@@ -268,6 +268,7 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   int64_t session_tokens = 0, step = start;
+  double step_began = elapsed();  // where this step's own time starts (evaluation and saving left out)
   model.train();
   while (step < o.steps) {
     const double lr = warmup_cosine_lr(step, warmup, o.steps, o.lr, min_lr);
@@ -309,6 +310,8 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     // the most tensor memory this process has held at once on its device so far (rank 0's), MiB
     m["peak_memory_mib"] = double(allocator_for(o.device).stats().peak) / double(1 << 20);
     if (lead) m["layers"] = layer_metrics(model);  // rank 0's share of the batch
+    // this step alone: no start-up in it, and the previous step's optimiser update finishing on a GPU
+    m["step_tokens_per_s"] = double(step_tokens) / std::max(elapsed() - step_began, 1e-9);
     if ((o.eval_every > 0 && step % o.eval_every == 0) || stopping) {
       const double val = evaluate(model, data, o.batch, o.seq, o.eval_batches, comm);
       m["val_loss"] = val;
@@ -325,6 +328,7 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
       result.interrupted = global[1] > 0;
       break;
     }
+    step_began = elapsed();
   }
   if (o.progress && lead) std::fprintf(stderr, "\n");
   result.steps = step;
