@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
 
     std::printf("\nlast step, per expert (load = share of the (token, slot) pairs routed to it)\n");
     std::printf("%6s  %6s  %10s  %10s  %7s  %10s\n", "expert", "load", "|vse|", "|score|", "cosine", "|rest|");
-    const std::vector<double> load = student.stats.load().to_vector<double>();
+    const std::vector<double> load = student.stats.routing().load;
     for (int64_t i = 0; i < n; ++i) {
       const size_t e = size_t(i);
       std::printf("%6ld  %6.3f  %10.3e  %10.3e  %+7.3f  %10.1e\n", long(i), load[e], last.vse[e], last.score[e],

@@ -24,24 +24,22 @@ FfnStats routing_stats(const Tensor& probs, const ops::Route& route) {
   return s;
 }
 
-Tensor FfnStats::load() const {
-  UOE_CHECK(routed(), "[FfnStats::load] a dense FFN routes nothing");
+RoutingSummary FfnStats::routing() const {
+  UOE_CHECK(routed(), "[FfnStats::routing] a dense FFN routes nothing");
+  NoGradGuard no_grad;
   const int64_t n = probs.size(1);
-  std::vector<double> count(size_t(n), 0.0);
+  RoutingSummary s;
+  s.load.assign(size_t(n), 0.0);
   double total = 0;
   for (int64_t e : indices.to_vector<int64_t>())
     if (e >= 0) {
-      count[size_t(e)] += 1;
+      s.load[size_t(e)] += 1;
       total += 1;
     }
-  for (double& c : count) c = total > 0 ? c / total : 0.0;
-  return from_vector(count, {n}, TensorOptions{}.with_dtype(DType::Float64));
-}
-
-double FfnStats::balance() const {
-  UOE_CHECK(routed(), "[FfnStats::balance] a dense FFN routes nothing");
-  NoGradGuard no_grad;
-  return ops::load_balance_loss(probs, indices).item<double>();
+  for (double& f : s.load) f = total > 0 ? f / total : 0.0;
+  const std::vector<double> mean_p = ops::mean(probs.to(DType::Float64), {0}).to_vector<double>();  // P_i
+  for (int64_t i = 0; i < n; ++i) s.balance += double(n) * s.load[size_t(i)] * mean_p[size_t(i)];
+  return s;
 }
 
 void Ffn::keep_trace(const Tensor& x, const Tensor& scores, const ops::Route& route) {

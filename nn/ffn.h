@@ -1,6 +1,7 @@
 // The four interchangeable FFN kinds (dense, MoE, AoE, UoE) behind one interface.
 #pragma once
 #include <memory>
+#include <vector>
 
 #include "core/communicator.h"
 #include "nn/config.h"
@@ -9,15 +10,20 @@
 
 namespace uoe::nn {
 
+// How a forward pass routed: the load of each expert and the Switch balance.
+struct RoutingSummary {
+  std::vector<double> load;  // [n] fraction of the (token, slot) pairs routed to each expert
+  double balance = 0;        // n Σ_i f_i P_i (P_i the mean probability of expert i): 1.0 means perfectly balanced
+};
+
 // What one forward pass of an FFN layer reports besides its output. The routing statistics are computed when
-// read, each read copying to the host, so that a training step on a GPU never waits for them.
+// read (two copies to the host), so that a training step on a GPU never waits for them.
 struct FfnStats {
   Tensor aux_loss;  // scalar added to the training loss (undefined when none)
   Tensor probs;     // [T, n] routing probabilities (detached); undefined for a dense FFN
   Tensor indices;   // [T, K] the experts each token went to (-1 = empty slot); undefined for a dense FFN
   bool routed() const { return indices.defined(); }
-  Tensor load() const;     // [n] float64: fraction of the (token, slot) pairs routed to each expert
-  double balance() const;  // Switch balance n Σ f_i P_i: 1.0 means perfectly balanced
+  RoutingSummary routing() const;
 };
 
 // What the last forward routed, kept (detached) while `Ffn::record` is set: the input of analysis tools.

@@ -87,10 +87,11 @@ json::Value layer_metrics(const LanguageModel& model) {
   for (const FfnStats& s : model.layer_stats()) {
     json::Value l = json::Value::object();
     if (s.routed()) {
+      const RoutingSummary r = s.routing();
       json::Value load = json::Value::array();
-      for (double f : s.load().to_vector<double>()) load.push_back(f);
+      for (double f : r.load) load.push_back(f);
       l["load"] = load;
-      l["balance"] = s.balance();
+      l["balance"] = r.balance;
     }
     layers.push_back(l);
   }
