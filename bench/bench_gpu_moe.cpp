@@ -110,7 +110,8 @@ BENCHMARK(BM_GpuAttentionBwdF32)->Args({64, 1024})->UseManualTime()->Unit(benchm
 // float32 with TF32, or bfloat16 (float32 accumulation). Work (forward + backward) = 11 GEMMs of 2·P·d·D FLOPs
 // (P = n·m pairs): forward H_g, H_p, O; backward recomputes H_g, H_p, computes dY Wdᵀ, dWd, dWg, dWu, dX (two
 // terms). The dense peer runs the same 11 GEMM shapes on one block of P rows in the same dtype (no gather, SwiGLU
-// or combine; one GEMM per shape instead of one per expert).
+// or combine; one GEMM per shape instead of one per expert). The experts' time includes planning on the device
+// (with its one synchronisation), as the op does once per forward.
 template <typename S>
 void gemm_as(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int64_t lda, const S* B, int64_t ldb,
              float beta, S* C, int64_t ldc) {
@@ -136,9 +137,9 @@ void run_expert_ffn(benchmark::State& state) {
     cuda::DeviceGuard guard(0);
     cuda::set_allow_tf32(true);
     const cpu::ExpertShape s{Tn, K, n, d, d, D, 0, D, false};
-    std::vector<int64_t> idx(size_t(Tn * K));
-    for (int64_t i = 0; i < Tn * K; ++i) idx[size_t(i)] = i % n;  // slot k of token t -> expert (tK + k) % n
-    const cpu::ExpertPlan plan = cpu::plan_experts(idx.data(), Tn, K, n);
+    std::vector<int64_t> slots(size_t(Tn * K));
+    for (int64_t i = 0; i < Tn * K; ++i) slots[size_t(i)] = i % n;  // slot k of token t -> expert (tK + k) % n
+    const Tensor idx = from_vector(slots, {Tn, K}).to(kGpu);
     Generator gen{uint64_t(m)};
     const DType dt = dtype_of<S>();
     auto input = [&](const Shape& shape, double scale) { return (randn(shape, {}, &gen) * scale).to(dt).to(kGpu); };
@@ -148,7 +149,8 @@ void run_expert_ffn(benchmark::State& state) {
     const Tensor y = empty({Tn, d}, o), dx = empty({Tn, d}, o), dw = empty({Tn, K}, o), dwg = empty({n, d, D}, o),
                  dwu = empty({n, d, D}, o), dwd = empty({n, D, d}, o);
     auto f = [](const Tensor& t) { return t.data_ptr<S>(); };
-    const double seconds = time_with_events(state, [&] {
+    const double seconds = time_with_events(state, [&] {  // the plan as the op makes it: once per forward
+      const cuda::DeviceExpertPlan plan = cuda::plan_experts(idx.data_ptr<int64_t>(), Tn, K, n);
       if constexpr (bf16) {
         cuda::expert_ffn_forward_bf16(s, plan, f(x), nullptr, f(w), f(wg), f(wu), f(wd), f(y));
         cuda::expert_ffn_backward_bf16(s, plan, f(x), nullptr, f(w), f(wg), f(wu), f(wd), f(dy), f(dx), f(dw), nullptr,

@@ -262,36 +262,83 @@ struct PlanView {
   const int64_t* row_expert;  // [P]
 };
 
-class DevicePlan {
- public:
-  DevicePlan(const LaunchContext& c, const ExpertShape& s, const ExpertPlan& plan, const char* op)
-      : buf_(c.device, sizeof(int64_t) * size_t(2 * plan.rows() + s.T * s.K)) {
-    const int64_t P = plan.rows(), TK = s.T * s.K;
-    host_.resize(size_t(2 * P + TK));
-    std::copy(plan.pair.begin(), plan.pair.end(), host_.begin());
-    std::copy(plan.row.begin(), plan.row.end(), host_.begin() + P);
-    for (int64_t e = 0; e < s.n; ++e)
-      for (int64_t r = plan.offsets[size_t(e)]; r < plan.offsets[size_t(e + 1)]; ++r) host_[size_t(P + TK + r)] = e;
-    if (!host_.empty())
-      UOE_CUDA_CHECK(op, cudaMemcpyAsync(buf_.get<int64_t>(), host_.data(), host_.size() * sizeof(int64_t),
-                                         cudaMemcpyHostToDevice, c.stream));
-    view.pair = buf_.get<int64_t>();
-    view.row = view.pair + P;
-    view.row_expert = view.row + TK;
-  }
-  DevicePlan(const DevicePlan&) = delete;
-  DevicePlan& operator=(const DevicePlan&) = delete;
-  PlanView view{};
+// The device arrays of a plan, laid out in its storage as [pair | row | row_expert].
+PlanView view_of(const DeviceExpertPlan& plan, const ExpertShape& s) {
+  PlanView v{};
+  v.pair = plan.storage.data_ptr<int64_t>();
+  v.row = v.pair + plan.rows();
+  v.row_expert = v.row + s.T * s.K;
+  return v;
+}
 
- private:
-  DeviceBuffer buf_;
-  std::vector<int64_t> host_;  // pageable: cudaMemcpyAsync has consumed it when it returns
-};
-
-void check_plan(const ExpertShape& s, const ExpertPlan& plan, const char* op) {
-  UOE_CHECK(int64_t(plan.offsets.size()) == s.n + 1 && int64_t(plan.row.size()) == s.T * s.K &&
-                int64_t(plan.pair.size()) == plan.rows(),
+void check_plan(const ExpertShape& s, const DeviceExpertPlan& plan, const char* op) {
+  UOE_CHECK(int64_t(plan.offsets.size()) == s.n + 1 && plan.bad_slot < 0 && plan.storage.defined() &&
+                plan.storage.numel() == 2 * plan.rows() + s.T * s.K,
             "[", op, "] expert plan does not match the shape (T=", s.T, ", K=", s.K, ", n=", s.n, ")");
+}
+
+// ---- planning on the device -------------------------------------------------------------------------------------
+constexpr int kPlanThreads = 1024;
+constexpr int64_t kMaxPlanExperts = 4096;  // the counting histogram lives in shared memory
+
+// counts[e] += the slots routed to expert e (a shared-memory histogram per block, then one atomic per expert);
+// first_bad = the smallest slot whose index is outside [-1, n). Integer atomics: exact whatever the order.
+__global__ void count_slots_kernel(const int64_t* idx, int64_t TK, int64_t n, unsigned long long* counts,
+                                   unsigned long long* first_bad) {
+  extern __shared__ unsigned long long hist[];  // [n]
+  for (int64_t e = threadIdx.x; e < n; e += blockDim.x) hist[e] = 0;
+  __syncthreads();
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < TK; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t v = idx[i];
+    if (v >= 0 && v < n)
+      atomicAdd(&hist[v], 1ull);
+    else if (v != -1)
+      atomicMin(first_bad, static_cast<unsigned long long>(i));
+  }
+  __syncthreads();
+  for (int64_t e = threadIdx.x; e < n; e += blockDim.x)
+    if (hist[e]) atomicAdd(&counts[e], hist[e]);
+}
+
+// One block per expert e, a stable counting sort: the j-th slot (in slot order) routed to e gets sorted row
+// offsets[e] + j: pair[row] = slot, row_of[slot] = row, row_expert[row] = e. Ranks come from a block-wide
+// prefix count of ballots, so the plan is the CPU's (cpu::plan_experts) exactly.
+__global__ void __launch_bounds__(kPlanThreads)
+    plan_slots_kernel(const int64_t* idx, int64_t TK, const unsigned long long* counts, int64_t* pair,
+                      int64_t* row_of, int64_t* row_expert) {
+  constexpr int kWarps = kPlanThreads / 32;
+  __shared__ int64_t warp_count[kWarps];
+  __shared__ int64_t first_row;
+  const int64_t e = blockIdx.x;
+  if (counts[e] == 0) return;
+  if (threadIdx.x == 0) {
+    int64_t b = 0;
+    for (int64_t j = 0; j < e; ++j) b += int64_t(counts[j]);
+    first_row = b;
+  }
+  __syncthreads();
+  int64_t base = first_row;
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+  for (int64_t start = 0; start < TK; start += kPlanThreads) {
+    const int64_t i = start + threadIdx.x;
+    const bool mine = i < TK && idx[i] == e;
+    const unsigned ballot = __ballot_sync(0xffffffffu, mine);
+    if (lane == 0) warp_count[warp] = __popc(ballot);
+    __syncthreads();
+    int64_t before = 0, total = 0;
+    for (int w = 0; w < kWarps; ++w) {
+      before += w < warp ? warp_count[w] : 0;
+      total += warp_count[w];
+    }
+    if (mine) {
+      const int64_t r = base + before + __popc(ballot & ((1u << lane) - 1u));
+      pair[r] = i;
+      row_of[i] = r;
+      row_expert[r] = e;
+    }
+    base += total;
+    __syncthreads();  // warp_count is rewritten by the next chunk
+  }
 }
 
 // Per sorted row i (token t = pair / K, expert e): xs[i] = x[t]; gs[i] = gate[t, e] (gn == 1, a shared gate:
@@ -395,7 +442,7 @@ __global__ void scatter_back_kernel(int64_t T_, int64_t K, int64_t gn, int64_t d
 // Zeroes the weight gradients where no GEMM writes: outside the neuron range [r0, r1) and, entirely, experts
 // without rows (all of it when `all`).
 template <typename T>
-void zero_weight_grads(const LaunchContext& c, const ExpertShape& s, const ExpertPlan& plan, bool all, T* dwg, T* dwu, T* dwd,
+void zero_weight_grads(const LaunchContext& c, const ExpertShape& s, const DeviceExpertPlan& plan, bool all, T* dwg, T* dwu, T* dwd,
                        const char* op) {
   const int64_t n = s.n, d = s.d, dg = s.dg, D = s.D;
   if (all) {
@@ -421,6 +468,47 @@ void zero_weight_grads(const LaunchContext& c, const ExpertShape& s, const Exper
 }
 
 }  // namespace
+
+// ---- the expert plan ------------------------------------------------------------------------------------------
+DeviceExpertPlan plan_experts(const int64_t* indices, int64_t T, int64_t K, int64_t n) {
+  const char* op = "expert_ffn";
+  UOE_CHECK(n >= 1 && n <= kMaxPlanExperts, "[", op, "] a GPU plan takes 1 to ", kMaxPlanExperts, " experts, got ",
+            n);
+  const LaunchContext c = launch_context(op);
+  const int64_t TK = T * K;
+  DeviceExpertPlan plan;
+  // counts [n] and first_bad, together: one copy back
+  DeviceBuffer tally = buffer<unsigned long long>(c, n + 1);
+  unsigned long long* counts = tally.get<unsigned long long>();
+  zero(c, counts, n, op);
+  UOE_CUDA_CHECK(op, cudaMemsetAsync(counts + n, 0xFF, sizeof(unsigned long long), c.stream));  // none bad
+  if (TK > 0) {
+    count_slots_kernel<<<blocks_for(TK, kPlanThreads), kPlanThreads, size_t(n) * sizeof(unsigned long long),
+                         c.stream>>>(indices, TK, n, counts, counts + n);
+    check_launch(op);
+  }
+  std::vector<unsigned long long> host(size_t(n + 1));
+  UOE_CUDA_CHECK(op, cudaMemcpyAsync(host.data(), counts, host.size() * sizeof(unsigned long long),
+                                     cudaMemcpyDeviceToHost, c.stream));
+  UOE_CUDA_CHECK(op, cudaStreamSynchronize(c.stream));
+  if (host[size_t(n)] != ~0ull) {  // a bad index: report the first, plan nothing
+    plan.bad_slot = int64_t(host[size_t(n)]);
+    UOE_CUDA_CHECK(op, cudaMemcpy(&plan.bad_index, indices + plan.bad_slot, sizeof(int64_t), cudaMemcpyDeviceToHost));
+    return plan;
+  }
+  plan.offsets.assign(size_t(n + 1), 0);
+  for (int64_t e = 0; e < n; ++e) plan.offsets[size_t(e + 1)] = plan.offsets[size_t(e)] + int64_t(host[size_t(e)]);
+  const int64_t P = plan.rows();
+  plan.storage = empty({2 * P + TK}, TensorOptions{}.with_dtype(DType::Int64).with_device(Device::cuda(c.device)));
+  int64_t* pair = plan.storage.data_ptr<int64_t>();
+  int64_t* row = pair + P;
+  if (TK > 0) UOE_CUDA_CHECK(op, cudaMemsetAsync(row, 0xFF, size_t(TK) * sizeof(int64_t), c.stream));  // -1: empty
+  if (P > 0) {
+    plan_slots_kernel<<<unsigned(n), kPlanThreads, 0, c.stream>>>(indices, TK, counts, pair, row, row + TK);
+    check_launch(op);
+  }
+  return plan;
+}
 
 // ---- routing ----------------------------------------------------------------------------------------------
 template <typename T>
@@ -517,7 +605,7 @@ namespace {
 
 // expert_ffn on storage S (float, double, or __nv_bfloat16 computed in float32 with bfloat16 GEMMs).
 template <typename S>
-void expert_forward(const ExpertShape& s, const ExpertPlan& plan, const S* x, const S* gate, const S* weights,
+void expert_forward(const ExpertShape& s, const DeviceExpertPlan& plan, const S* x, const S* gate, const S* weights,
                     const S* wg, const S* wu, const S* wd, S* y) {
   const char* op = "expert_ffn";
   check_plan(s, plan, op);
@@ -525,12 +613,12 @@ void expert_forward(const ExpertShape& s, const ExpertPlan& plan, const S* x, co
   const LaunchContext c = launch_context(op);
   const int64_t P = plan.rows(), R = s.r1 - s.r0, d = s.d, dg = s.dg, D = s.D;
   if (P == 0 || R == 0) return zero(c, y, s.T * d, op);  // no pair or no neuron contributes
-  const DevicePlan dp(c, s, plan, op);
+  const PlanView pv = view_of(plan, s);
   // Gathered rows and per-row activations.              xs, o: [P, d]; gs: [P, dg]; hg, hp: [P, R]
   DeviceBuffer xs = buffer<S>(c, P * d), gs = buffer<S>(c, gate ? P * dg : 0), hg = buffer<S>(c, P * R),
                hp = buffer<S>(c, P * R), o = buffer<S>(c, P * d);
   gather_rows_kernel<S><<<row_blocks(P), kThreads, 0, c.stream>>>(
-      P, s.K, s.gate_rows(), d, dg, dp.view, x, xs.get<S>(), gate, gs.get<S>(), nullptr, nullptr, nullptr, nullptr);
+      P, s.K, s.gate_rows(), d, dg, pv, x, xs.get<S>(), gate, gs.get<S>(), nullptr, nullptr, nullptr, nullptr);
   check_launch(op);
   const S* G = gate ? gs.get<S>() : xs.get<S>();
   StageGemms<S> gemms(op);
@@ -549,12 +637,12 @@ void expert_forward(const ExpertShape& s, const ExpertPlan& plan, const S* x, co
     gemms.add(false, false, m, d, R, hg.get<S>() + off * R, R, wd + (e * D + s.r0) * d, d, o.get<S>() + off * d, d);
   }
   gemms.run();
-  combine_kernel<S><<<row_blocks(s.T), kThreads, 0, c.stream>>>(s.T, s.K, d, dp.view, weights, o.get<S>(), y);
+  combine_kernel<S><<<row_blocks(s.T), kThreads, 0, c.stream>>>(s.T, s.K, d, pv, weights, o.get<S>(), y);
   check_launch(op);
 }
 
 template <typename S>
-void expert_backward(const ExpertShape& s, const ExpertPlan& plan, const S* x, const S* gate, const S* weights,
+void expert_backward(const ExpertShape& s, const DeviceExpertPlan& plan, const S* x, const S* gate, const S* weights,
                      const S* wg, const S* wu, const S* wd, const S* dy, S* dx, S* dweights, S* dgate, S* dwg, S* dwu,
                      S* dwd) {
   const char* op = "expert_ffn backward";
@@ -570,13 +658,13 @@ void expert_backward(const ExpertShape& s, const ExpertPlan& plan, const S* x, c
     zero(c, dgate, s.T * s.gate_rows() * dg, op);
     return;
   }
-  const DevicePlan dp(c, s, plan, op);
+  const PlanView pv = view_of(plan, s);
   // Gathered per sorted row: inputs, dy, routing weight; activations and their gradients.
   DeviceBuffer xs = buffer<S>(c, P * d), gs = buffer<S>(c, gate ? P * dg : 0), dys = buffer<S>(c, P * d),
                ws = buffer<S>(c, P), hg = buffer<S>(c, P * R), hp = buffer<S>(c, P * R), gb = buffer<S>(c, P * R),
                dxs = buffer<S>(c, dx ? P * d : 0), dgs = buffer<S>(c, dgate ? P * dg : 0);
   gather_rows_kernel<S><<<row_blocks(P), kThreads, 0, c.stream>>>(
-      P, K, s.gate_rows(), d, dg, dp.view, x, xs.get<S>(), gate, gs.get<S>(), dy, dys.get<S>(), weights, ws.get<S>());
+      P, K, s.gate_rows(), d, dg, pv, x, xs.get<S>(), gate, gs.get<S>(), dy, dys.get<S>(), weights, ws.get<S>());
   check_launch(op);
   const S* G = gate ? gs.get<S>() : xs.get<S>();
   StageGemms<S> gemms(op);
@@ -592,7 +680,7 @@ void expert_backward(const ExpertShape& s, const ExpertPlan& plan, const S* x, c
     const int warps = kThreads / 32;
     const unsigned blocks = unsigned(std::clamp<int64_t>((P + warps - 1) / warps, 1, int64_t(1) << 20));
     swiglu_backward_kernel<S><<<blocks, kThreads, 0, c.stream>>>(P, R, ws.get<S>(), hg.get<S>(), hp.get<S>(),
-                                                                 gb.get<S>(), dp.view, dweights);
+                                                                 gb.get<S>(), pv, dweights);
     check_launch(op);
   }
   // Two grouped calls: every product that writes its own output, then the one that accumulates onto dX_e.
@@ -617,7 +705,7 @@ void expert_backward(const ExpertShape& s, const ExpertPlan& plan, const S* x, c
   gemms.run();
   accumulate.run();
   if ((dx || dgate || dweights) && s.T > 0) {
-    scatter_back_kernel<S><<<row_blocks(s.T), kThreads, 0, c.stream>>>(s.T, K, s.gate_rows(), d, dg, dp.view,
+    scatter_back_kernel<S><<<row_blocks(s.T), kThreads, 0, c.stream>>>(s.T, K, s.gate_rows(), d, dg, pv,
                                                                        dxs.get<S>(), dx, dgs.get<S>(), dgate, dweights);
     check_launch(op);
   }
@@ -626,25 +714,25 @@ void expert_backward(const ExpertShape& s, const ExpertPlan& plan, const S* x, c
 }  // namespace
 
 template <typename T>
-void expert_ffn_forward(const ExpertShape& s, const ExpertPlan& plan, const T* x, const T* gate, const T* weights,
+void expert_ffn_forward(const ExpertShape& s, const DeviceExpertPlan& plan, const T* x, const T* gate, const T* weights,
                         const T* wg, const T* wu, const T* wd, T* y) {
   expert_forward(s, plan, x, gate, weights, wg, wu, wd, y);
 }
 
 template <typename T>
-void expert_ffn_backward(const ExpertShape& s, const ExpertPlan& plan, const T* x, const T* gate, const T* weights,
+void expert_ffn_backward(const ExpertShape& s, const DeviceExpertPlan& plan, const T* x, const T* gate, const T* weights,
                          const T* wg, const T* wu, const T* wd, const T* dy, T* dx, T* dweights, T* dgate, T* dwg,
                          T* dwu, T* dwd) {
   expert_backward(s, plan, x, gate, weights, wg, wu, wd, dy, dx, dweights, dgate, dwg, dwu, dwd);
 }
 
-void expert_ffn_forward_bf16(const ExpertShape& s, const ExpertPlan& plan, const BFloat16* x, const BFloat16* gate,
+void expert_ffn_forward_bf16(const ExpertShape& s, const DeviceExpertPlan& plan, const BFloat16* x, const BFloat16* gate,
                              const BFloat16* weights, const BFloat16* wg, const BFloat16* wu, const BFloat16* wd,
                              BFloat16* y) {
   expert_forward(s, plan, nv(x), nv(gate), nv(weights), nv(wg), nv(wu), nv(wd), nv(y));
 }
 
-void expert_ffn_backward_bf16(const ExpertShape& s, const ExpertPlan& plan, const BFloat16* x, const BFloat16* gate,
+void expert_ffn_backward_bf16(const ExpertShape& s, const DeviceExpertPlan& plan, const BFloat16* x, const BFloat16* gate,
                               const BFloat16* weights, const BFloat16* wg, const BFloat16* wu, const BFloat16* wd,
                               const BFloat16* dy, BFloat16* dx, BFloat16* dweights, BFloat16* dgate, BFloat16* dwg,
                               BFloat16* dwu, BFloat16* dwd) {
@@ -660,9 +748,9 @@ void expert_ffn_backward_bf16(const ExpertShape& s, const ExpertPlan& plan, cons
   template double router_z_loss_forward<T>(int64_t, int64_t, const T*, T*);                                           \
   template void router_z_loss_backward<T>(int64_t, int64_t, const T*, const T*, double, T*);                          \
   template double load_balance_forward<T>(int64_t, int64_t, const T*, const int64_t*, int64_t);                       \
-  template void expert_ffn_forward<T>(const ExpertShape&, const ExpertPlan&, const T*, const T*, const T*, const T*,  \
+  template void expert_ffn_forward<T>(const ExpertShape&, const DeviceExpertPlan&, const T*, const T*, const T*, const T*,  \
                                       const T*, const T*, T*);                                                        \
-  template void expert_ffn_backward<T>(const ExpertShape&, const ExpertPlan&, const T*, const T*, const T*, const T*, \
+  template void expert_ffn_backward<T>(const ExpertShape&, const DeviceExpertPlan&, const T*, const T*, const T*, const T*, \
                                        const T*, const T*, const T*, T*, T*, T*, T*, T*, T*);
 UOE_CUDA_EXPERT_INSTANTIATE(float)
 UOE_CUDA_EXPERT_INSTANTIATE(double)

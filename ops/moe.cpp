@@ -2,6 +2,7 @@
 #include "ops/moe.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "autograd/node.h"
@@ -30,17 +31,52 @@ Tensor prep(const Tensor& t) { return t.defined() ? compute_view(t).detach().con
 Tensor restore(const Tensor& t, DType dtype) { return t.defined() ? restore_dtype(t, dtype) : Tensor(); }
 TensorOptions int64_on(Device device) { return TensorOptions{}.with_dtype(DType::Int64).with_device(device); }
 
+// The error for slot i of a [., K] slot tensor holding `value`, outside [-1, n).
+[[noreturn]] void bad_slot(const char* op, const char* arg, int64_t i, int64_t K, int64_t value, int64_t n,
+                           const std::string& shapes) {
+  fail("[", op, "] ", arg, "[", i / K, ", ", i % K, "] = ", value,
+       " is out of range: expert indices must lie in [0, ", n, ") or be -1 for an empty slot", shapes);
+}
+
 // int64 contiguous host copy of a [T, K] slot tensor, every value in [-1, n); the error names the position.
-// For a GPU tensor this copy is the one synchronisation of the MoE layer (the expert group sizes).
 Tensor checked_slots(const char* op, const char* arg, const Tensor& indices, int64_t n, const std::string& shapes) {
   check_index(op, arg, indices);
   Tensor idx = indices.to(Device::cpu()).to(DType::Int64).contiguous();
   const int64_t* p = idx.data_ptr<int64_t>();
   const int64_t K = idx.size(1);
   for (int64_t i = 0; i < idx.numel(); ++i)
-    UOE_CHECK(p[i] >= -1 && p[i] < n, "[", op, "] ", arg, "[", i / K, ", ", i % K, "] = ", p[i],
-              " is out of range: expert indices must lie in [0, ", n, ") or be -1 for an empty slot", shapes);
+    if (p[i] < -1 || p[i] >= n) bad_slot(op, arg, i, K, p[i], n, shapes);
   return idx;
+}
+
+// The plan of an expert_ffn call on the device of its tensors: built on the host from a host copy of the
+// indices, or on the GPU (cuda::plan_experts: the experts' row counts are the one copy to the host). It converts
+// to the plan type of either kernel family, so one UOE_KERNEL call serves both.
+struct ExpertRouting {
+  std::optional<cpu::ExpertPlan> host;
+  operator const cpu::ExpertPlan&() const { return *host; }
+#if UOE_WITH_CUDA
+  std::optional<cuda::DeviceExpertPlan> device;
+  operator const cuda::DeviceExpertPlan&() const { return *device; }
+#endif
+};
+
+std::shared_ptr<const ExpertRouting> plan_routing(const Tensor& indices, const cpu::ExpertShape& s,
+                                                  const std::string& shapes) {
+  const char* op = "expert_ffn";
+  auto routing = std::make_shared<ExpertRouting>();
+#if UOE_WITH_CUDA
+  if (indices.is_cuda()) {
+    const Tensor idx = indices.to(DType::Int64).contiguous();
+    routing->device = cuda::plan_experts(idx.data_ptr<int64_t>(), s.T, s.K, s.n);
+    if (routing->device->bad_slot >= 0)
+      bad_slot(op, "indices", routing->device->bad_slot, s.K, routing->device->bad_index, s.n, shapes);
+    return routing;
+  }
+#endif
+  const Tensor idx = checked_slots(op, "indices", indices, s.n, shapes);
+  routing->host = cpu::plan_experts(idx.data_ptr<int64_t>(), s.T, s.K, s.n);
+  return routing;
 }
 
 // ================================ routing ================================
@@ -156,9 +192,9 @@ struct LoadBalanceBackward final : autograd::Node {
 // ================================ expert_ffn ================================
 struct ExpertFfnBackward final : autograd::Node {
   cpu::ExpertShape shape;
-  std::shared_ptr<const cpu::ExpertPlan> plan;
+  std::shared_ptr<const ExpertRouting> plan;
   DType dtype;
-  ExpertFfnBackward(cpu::ExpertShape s, std::shared_ptr<const cpu::ExpertPlan> p, DType d)
+  ExpertFfnBackward(cpu::ExpertShape s, std::shared_ptr<const ExpertRouting> p, DType d)
       : shape(s), plan(std::move(p)), dtype(d) {}
   std::string name() const override { return "expert_ffn"; }
   // Inputs: x, indices, weights, W_gate, W_up, W_down, gate_input.
@@ -325,8 +361,7 @@ Tensor expert_ffn(const Tensor& x, const Tensor& indices, const Tensor& weights,
   std::string shapes;
   const cpu::ExpertShape s = check_expert_ffn(x, indices, weights, w_gate, w_up, w_down, r0, r1, gate_input, shapes);
   const OnDevice on_device(x);
-  const Tensor idx = checked_slots("expert_ffn", "indices", indices, s.n, shapes);
-  auto plan = std::make_shared<const cpu::ExpertPlan>(cpu::plan_experts(idx.data_ptr<int64_t>(), s.T, s.K, s.n));
+  const std::shared_ptr<const ExpertRouting> plan = plan_routing(indices, s, shapes);
   // bfloat16 on a GPU: the bfloat16 kernels on the tensors as they are; otherwise float32 / float64 copies.
   const bool native = native_bf16(x);
   auto in = [native](const Tensor& t) { return native && t.defined() ? t.detach().contiguous() : prep(t); };

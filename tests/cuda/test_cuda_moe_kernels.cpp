@@ -4,12 +4,15 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/rng.h"
 #include "cuda/cuda_api.h"
 #include "ops/cpu/attention_kernels.h"
 #include "ops/cpu/expert_kernels.h"
+#include "ops/moe.h"
 #include "ops/ops.h"
 #if UOE_WITH_CUDA
 #include "cuda/attention_kernels.h"
@@ -191,6 +194,8 @@ void check_expert_ffn(bool with_gate, int64_t r0, int64_t r1, bool all_empty) {
   const cpu::ExpertShape s{Tn, K, n, d, dg, D, r0, r1, false};
   const Tensor idx = make_indices(Tn, K, n, all_empty);
   const cpu::ExpertPlan plan = cpu::plan_experts(ptr<int64_t>(idx), Tn, K, n);
+  const Tensor gidx = to_gpu(idx);
+  const cuda::DeviceExpertPlan gplan = cuda::plan_experts(ptr<int64_t>(gidx), Tn, K, n);
   const Tensor x = randn({Tn, d}, opts<T>()), w = rand({Tn, K}, opts<T>()), wg = randn({n, dg, D}, opts<T>()) * 0.3,
                wu = randn({n, d, D}, opts<T>()) * 0.3, wd = randn({n, D, d}, opts<T>()) * 0.3,
                gate = with_gate ? randn({Tn, n, dg}, opts<T>()) : Tensor(), dy = randn({Tn, d}, opts<T>());
@@ -207,9 +212,9 @@ void check_expert_ffn(bool with_gate, int64_t r0, int64_t r1, bool all_empty) {
   Tensor gy = poisoned({Tn, d}, dt), gdx = poisoned({Tn, d}, dt), gdw = poisoned({Tn, K}, dt),
          gdgate = with_gate ? poisoned({Tn, n, dg}, dt) : Tensor(), gdwg = poisoned({n, dg, D}, dt),
          gdwu = poisoned({n, d, D}, dt), gdwd = poisoned({n, D, d}, dt);
-  cuda::expert_ffn_forward<T>(s, plan, ptr<T>(gx), ptr<T>(ggate), ptr<T>(gw), ptr<T>(gwg), ptr<T>(gwu), ptr<T>(gwd),
+  cuda::expert_ffn_forward<T>(s, gplan, ptr<T>(gx), ptr<T>(ggate), ptr<T>(gw), ptr<T>(gwg), ptr<T>(gwu), ptr<T>(gwd),
                               ptr<T>(gy));
-  cuda::expert_ffn_backward<T>(s, plan, ptr<T>(gx), ptr<T>(ggate), ptr<T>(gw), ptr<T>(gwg), ptr<T>(gwu), ptr<T>(gwd),
+  cuda::expert_ffn_backward<T>(s, gplan, ptr<T>(gx), ptr<T>(ggate), ptr<T>(gw), ptr<T>(gwg), ptr<T>(gwu), ptr<T>(gwd),
                                ptr<T>(gdy), ptr<T>(gdx), ptr<T>(gdw), ptr<T>(gdgate), ptr<T>(gdwg), ptr<T>(gdwu),
                                ptr<T>(gdwd));
   sync();
@@ -226,7 +231,7 @@ void check_expert_ffn(bool with_gate, int64_t r0, int64_t r1, bool all_empty) {
   EXPECT_LE(rel_err(gdwd, dwd), tol<T>()) << what;
   // Deterministic: a second run gives the same bits.
   Tensor gy2 = poisoned({Tn, d}, dt);
-  cuda::expert_ffn_forward<T>(s, plan, ptr<T>(gx), ptr<T>(ggate), ptr<T>(gw), ptr<T>(gwg), ptr<T>(gwu), ptr<T>(gwd),
+  cuda::expert_ffn_forward<T>(s, gplan, ptr<T>(gx), ptr<T>(ggate), ptr<T>(gw), ptr<T>(gwg), ptr<T>(gwu), ptr<T>(gwd),
                               ptr<T>(gy2));
   sync();
   EXPECT_EQ(gy2.to_vector<double>(), gy.to_vector<double>()) << what;
@@ -238,6 +243,47 @@ TEST_F(CudaMoeKernels, ExpertFfnMatchesCpu) {
     check_expert_ffn<float>(gate, 8, 40, false);
     check_expert_ffn<double>(gate, 0, 40, false);
     check_expert_ffn<double>(gate, 5, 21, false);
+  }
+}
+
+TEST_F(CudaMoeKernels, DevicePlanIsTheCpuPlan) {
+  // Shapes: a few slots, more slots than one block of the counting sort (1024), an expert without rows, empty
+  // slots, every slot empty.
+  for (auto [T, K, n, all_empty] : std::vector<std::tuple<int64_t, int64_t, int64_t, bool>>{
+           {37, 3, 5, false}, {1500, 2, 8, false}, {700, 8, 64, false}, {9, 2, 4, true}}) {
+    const Tensor idx = make_indices(T, K, n, all_empty);
+    const cpu::ExpertPlan want = cpu::plan_experts(ptr<int64_t>(idx), T, K, n);
+    const Tensor gidx = to_gpu(idx);
+    const cuda::DeviceExpertPlan got = cuda::plan_experts(ptr<int64_t>(gidx), T, K, n);
+    const std::string what = "T=" + std::to_string(T) + " K=" + std::to_string(K) + " n=" + std::to_string(n);
+    ASSERT_EQ(got.bad_slot, -1) << what;
+    EXPECT_EQ(got.offsets, want.offsets) << what;
+    const std::vector<int64_t> storage = got.storage.to(Device::cpu()).to_vector<int64_t>();
+    const int64_t P = want.rows();
+    ASSERT_EQ(int64_t(storage.size()), 2 * P + T * K) << what;
+    EXPECT_EQ(std::vector<int64_t>(storage.begin(), storage.begin() + P), want.pair) << what;
+    EXPECT_EQ(std::vector<int64_t>(storage.begin() + P, storage.begin() + P + T * K), want.row) << what;
+    for (int64_t e = 0; e < n; ++e)
+      for (int64_t r = want.offsets[size_t(e)]; r < want.offsets[size_t(e + 1)]; ++r)
+        ASSERT_EQ(storage[size_t(P + T * K + r)], e) << what << ": row " << r;
+  }
+}
+
+TEST_F(CudaMoeKernels, DevicePlanReportsTheFirstBadIndex) {
+  const Tensor idx = from_vector<int64_t>({0, 1, -1, 2, 7, 1, -3, 0}, {4, 2});
+  const Tensor gidx = to_gpu(idx);
+  const cuda::DeviceExpertPlan plan = cuda::plan_experts(ptr<int64_t>(gidx), 4, 2, 4);
+  EXPECT_EQ(plan.bad_slot, 4);
+  EXPECT_EQ(plan.bad_index, 7);
+  // and the op names it as on the CPU
+  const Tensor x = to_gpu(randn({4, 6})), w = to_gpu(rand({4, 2})), wg = to_gpu(randn({4, 6, 8})),
+               wd = to_gpu(randn({4, 8, 6}));
+  try {
+    ops::expert_ffn(x, gidx, w, wg, wg, wd, 0, 8);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[expert_ffn] indices[2, 0] = 7 is out of range"), std::string::npos)
+        << e.what();
   }
 }
 
