@@ -57,4 +57,26 @@ std::string run_command(const std::string& cmd, int* code) {
   return out;
 }
 
+nn::TrainOptions micro_train_options(const std::string& out, int64_t steps) {
+  nn::TrainOptions o;
+  o.steps = steps;
+  o.batch = 4;
+  o.seq = 32;
+  o.lr = 3e-3;
+  o.warmup = 2;
+  o.eval_every = 0;
+  o.eval_batches = 2;
+  o.progress = false;
+  o.out_dir = out;
+  return o;
+}
+
+std::vector<json::Value> metric_lines(const std::string& out) {
+  std::vector<json::Value> lines;
+  std::ifstream in(out + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) lines.push_back(json::parse(line));
+  return lines;
+}
+
 }  // namespace uoe::test

@@ -3,9 +3,12 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "core/json.h"
 #include "nn/config.h"
 #include "nn/dataset.h"
+#include "nn/trainer.h"
 
 namespace uoe::test {
 
@@ -20,5 +23,12 @@ std::shared_ptr<nn::TokenDataset> micro_data(const std::string& dir);
 
 // Runs a shell command; returns its stdout and stderr together and sets *code to its exit status.
 std::string run_command(const std::string& cmd, int* code);
+
+// Training options for the micro model into `out`: batch 4 x 32, lr 3e-3 after 2 warm-up steps, evaluation
+// (2 batches) only at the end, no progress bar.
+nn::TrainOptions micro_train_options(const std::string& out, int64_t steps);
+
+// The lines of out/metrics.jsonl, parsed.
+std::vector<json::Value> metric_lines(const std::string& out);
 
 }  // namespace uoe::test

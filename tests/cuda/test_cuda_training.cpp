@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -29,14 +28,6 @@ class CudaTraining : public ::testing::Test {
 
 #if UOE_WITH_CUDA
 
-std::vector<json::Value> metric_lines(const std::string& out) {
-  std::vector<json::Value> lines;
-  std::ifstream in(out + "/metrics.jsonl");
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) lines.push_back(json::parse(line));
-  return lines;
-}
-
 TEST_F(CudaTraining, EveryKindLearnsInBf16OnTheGpu) {
   const std::string dir = test::temp_dir("cuda_train");
   auto data = test::micro_data(dir);
@@ -54,16 +45,7 @@ TEST_F(CudaTraining, EveryKindLearnsInBf16OnTheGpu) {
                                                {FfnKind::UoE, false, DType::BFloat16}}) {
     const std::string name = std::string(ffn_kind_name(c.kind)) + (c.checkpoint ? "_ckpt" : "") +
                              (c.params == DType::BFloat16 ? "_bf16_params" : "");
-    TrainOptions o;
-    o.steps = 30;
-    o.batch = 4;
-    o.seq = 32;
-    o.lr = 3e-3;
-    o.warmup = 2;
-    o.eval_every = 0;
-    o.eval_batches = 2;
-    o.progress = false;
-    o.out_dir = dir + "/" + name;
+    TrainOptions o = test::micro_train_options(dir + "/" + name, 30);
     o.device = Device::cuda(0);
     o.compute_dtype = DType::BFloat16;
     o.checkpoint_activations = c.checkpoint;
@@ -71,7 +53,7 @@ TEST_F(CudaTraining, EveryKindLearnsInBf16OnTheGpu) {
     const bool tf32_before = cuda::allow_tf32();
     const TrainResult r = train(test::micro_config(c.kind), o, *data, *tok);
     EXPECT_EQ(cuda::allow_tf32(), tf32_before) << name << ": the run must put TF32 back";
-    const std::vector<json::Value> lines = metric_lines(o.out_dir);
+    const std::vector<json::Value> lines = test::metric_lines(o.out_dir);
     ASSERT_EQ(lines.size(), 30u) << name;
     const double first = lines.front().at("train_loss").as_double(), last = lines.back().at("train_loss").as_double();
     EXPECT_TRUE(std::isfinite(last)) << name;

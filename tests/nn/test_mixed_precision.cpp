@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 
 #include "core/json.h"
 #include "core/rng.h"
@@ -63,20 +62,11 @@ TEST(MixedPrecisionTraining, Bf16FollowsTheFloat32Curve) {
   const auto data = test::micro_data(dir);
   std::vector<double> curves[2];
   for (int bf16 = 0; bf16 < 2; ++bf16) {
-    TrainOptions o;
-    o.steps = 12;
-    o.batch = 4;
-    o.seq = 32;
-    o.lr = 3e-3;
-    o.warmup = 2;
-    o.eval_every = 0;
+    TrainOptions o = test::micro_train_options(dir + (bf16 ? "/bf16" : "/f32"), 12);
     o.eval_batches = 1;
-    o.progress = false;
-    o.out_dir = dir + (bf16 ? "/bf16" : "/f32");
     if (bf16) o.compute_dtype = DType::BFloat16;
     train(test::micro_config(FfnKind::UoE), o, *data, *make_byte_tokenizer());
-    std::ifstream in(o.out_dir + "/metrics.jsonl");
-    for (std::string line; std::getline(in, line);) curves[bf16].push_back(json::parse(line, "metrics").at("train_loss").as_double());
+    for (const json::Value& line : test::metric_lines(o.out_dir)) curves[bf16].push_back(line.at("train_loss").as_double());
   }
   ASSERT_EQ(curves[0].size(), 12u);
   ASSERT_EQ(curves[1].size(), 12u);

@@ -23,26 +23,11 @@ using test::temp_dir;
 
 ModelConfig micro(FfnKind kind) { return test::micro_config(kind); }
 
-TrainOptions options(const std::string& out, int64_t steps) {
-  TrainOptions o;
-  o.steps = steps;
-  o.batch = 4;
-  o.seq = 32;
-  o.lr = 3e-3;
-  o.warmup = 2;
-  o.eval_every = 0;
-  o.eval_batches = 2;
-  o.progress = false;
-  o.out_dir = out;
-  return o;
-}
+TrainOptions options(const std::string& out, int64_t steps) { return test::micro_train_options(out, steps); }
 
 std::vector<double> losses(const std::string& out) {
   std::vector<double> v;
-  std::ifstream in(out + "/metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) v.push_back(json::parse(line).at("train_loss").as_double());
+  for (const json::Value& line : test::metric_lines(out)) v.push_back(line.at("train_loss").as_double());
   return v;
 }
 

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 
 #include "core/allocator.h"
 #include "core/json.h"
@@ -34,13 +33,7 @@ TrainOptions options(const std::string& out, int64_t steps, bool zero1, int64_t 
   return o;
 }
 
-std::vector<json::Value> metrics(const std::string& out) {
-  std::vector<json::Value> lines;
-  std::ifstream in(out + "/metrics.jsonl");
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) lines.push_back(json::parse(line));
-  return lines;
-}
+std::vector<json::Value> metrics(const std::string& out) { return test::metric_lines(out); }
 
 void expect_close_losses(const std::vector<json::Value>& a, const std::vector<json::Value>& b, double tol) {
   ASSERT_EQ(a.size(), b.size());
