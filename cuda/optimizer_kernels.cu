@@ -99,19 +99,23 @@ struct MultiArgs {
 };
 static_assert(sizeof(MultiArgs) + sizeof(AdamWConsts) < 4000, "kernel arguments must stay under 4 KiB");
 
+// Elements [begin, end) of tensor t of a launch, stored as P.
+template <class P>
+__device__ __forceinline__ void adamw_range(const MultiArgs& args, int t, int64_t begin, int64_t end,
+                                            const AdamWConsts& c) {
+  P* p = static_cast<P*>(args.p[t]);
+  const P* g = static_cast<const P*>(args.g[t]);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+    adamw_one(p, g, args.m[t], args.v[t], i, args.decay[t], c, args.key[t]);
+}
+
 __global__ void adamw_multi_kernel(MultiArgs args, AdamWConsts c) {
   const int t = args.tensor[blockIdx.x];
   const int64_t begin = int64_t(args.chunk[blockIdx.x]) * kChunk;
   const int64_t end = min(args.n[t], begin + kChunk);
-  if (args.bf16[t]) {  // the same branch for the whole block
-    __nv_bfloat16* p = static_cast<__nv_bfloat16*>(args.p[t]);
-    const __nv_bfloat16* g = static_cast<const __nv_bfloat16*>(args.g[t]);
-    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) adamw_one(p, g, args.m[t], args.v[t], i, args.decay[t], c, args.key[t]);
-  } else {
-    float* p = static_cast<float*>(args.p[t]);
-    const float* g = static_cast<const float*>(args.g[t]);
-    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) adamw_one(p, g, args.m[t], args.v[t], i, args.decay[t], c, args.key[t]);
-  }
+  // The parameter's storage type, the same for the whole block.
+  if (args.bf16[t]) adamw_range<__nv_bfloat16>(args, t, begin, end, c);
+  else adamw_range<float>(args, t, begin, end, c);
 }
 
 // part[b] = Σ g[i]² over block b's range [b·per_block, (b+1)·per_block), in float64, a fixed tree per block.

@@ -2,6 +2,7 @@
 #include "nn/expert_sharding.h"
 
 #include "core/error.h"
+#include "nn/expert_parallel.h"
 
 namespace uoe::nn {
 
@@ -39,11 +40,7 @@ NamedTensors ExpertSharding::gather(const NamedTensors& local) const {
       out.emplace_back(key, t);
       continue;
     }
-    Shape shape = t.shape();
-    shape[0] *= group_->size();
-    const Tensor whole = empty(shape, TensorOptions{}.with_dtype(t.dtype()).with_device(t.device()));
-    group_->all_gather(t.detach().contiguous(), whole);
-    out.emplace_back(key, whole);
+    out.emplace_back(key, all_gather_rows(t.detach(), *group_));  // detached: nothing recorded
   }
   return out;
 }
