@@ -16,7 +16,7 @@ using cpu::BinaryKind;
 
 Tensor run_binary(const char* op, BinaryKind kind, const Tensor& a, const Tensor& b) {
   check_binary(op, a, b);
-  const Tensor ac = elementwise_view(a), bc = elementwise_view(b);
+  const Tensor ac = kernel_view(a), bc = kernel_view(b);
   return restore_dtype(UOE_KERNEL(ac, binary(kind, ac, bc)), a.dtype());
 }
 

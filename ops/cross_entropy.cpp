@@ -123,7 +123,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in, int64_t 
   UOE_CHECK(targets_in.shape() == want, "[cross_entropy] logits are ", shape_str(logits_in.shape()),
             " so targets must be ", shape_str(want), ", got ", shape_str(targets_in.shape()));
   // bfloat16 logits on a GPU are read as they are; elsewhere reduced floats go through a float32 copy
-  const Tensor logits = (native_bf16(logits_in) ? logits_in : compute_view(logits_in)).detach().contiguous();
+  const Tensor logits = kernel_view(logits_in).detach().contiguous();
   const Tensor targets = targets_in.to(DType::Int64).contiguous();
   const int64_t N = targets.numel();
   const TensorOptions stats =

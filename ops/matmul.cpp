@@ -72,7 +72,7 @@ Tensor matmul_2d_or_batched(const Tensor& a, const Tensor& b) {
   out_shape.push_back(M);
   out_shape.push_back(N);
   const bool native = native_bf16(a);
-  const Tensor ac = native ? a : compute_view(a), bc = native ? b : compute_view(b);
+  const Tensor ac = kernel_view(a), bc = kernel_view(b);
   Tensor out = empty(out_shape, like(ac));
   if (out.numel() == 0) return restore_dtype(out, a.dtype());
   const GemmOperand A = gemm_operand(ac, batch), B = gemm_operand(bc, batch);

@@ -364,7 +364,7 @@ Tensor expert_ffn(const Tensor& x, const Tensor& indices, const Tensor& weights,
   const std::shared_ptr<const ExpertRouting> plan = plan_routing(indices, s, shapes);
   // bfloat16 on a GPU: the bfloat16 kernels on the tensors as they are; otherwise float32 / float64 copies.
   const bool native = native_bf16(x);
-  auto in = [native](const Tensor& t) { return native && t.defined() ? t.detach().contiguous() : prep(t); };
+  auto in = [](const Tensor& t) { return t.defined() ? kernel_view(t).detach().contiguous() : Tensor(); };
   const Tensor xc = in(x), wc = in(weights), wgc = in(w_gate), wuc = in(w_up), wdc = in(w_down), gc = in(gate_input);
   Tensor y = empty({s.T, s.d}, like(xc));  // [T, d]
   if (native) {

@@ -27,9 +27,9 @@ Tensor restore_dtype(const Tensor& t, DType dtype);
 // Whether ops with a native bfloat16 kernel use it for `t`: a bfloat16 tensor on a GPU (tensor-core GEMMs with
 // float32 accumulation). Elsewhere reduced floats are computed in float32.
 inline bool native_bf16(const Tensor& t) { return t.is_cuda() && t.dtype() == DType::BFloat16; }
-// What an elementwise kernel reads: the tensor itself where a bfloat16 kernel runs (native_bf16: it computes in
-// float32 and rounds the result once, as the float32 route does), else compute_view.
-inline Tensor elementwise_view(const Tensor& t) { return native_bf16(t) ? t : compute_view(t); }
+// What a kernel with a bfloat16 variant reads: the tensor itself where that variant runs (native_bf16: it
+// computes in float32 and rounds once, as the float32 route does), else compute_view.
+inline Tensor kernel_view(const Tensor& t) { return native_bf16(t) ? t : compute_view(t); }
 
 TensorOptions like(const Tensor& t);  // same dtype and device, no grad
 std::string describe(const Tensor& t);  // "float32[2, 3] on cpu"

@@ -13,7 +13,7 @@ namespace uoe::ops {
 namespace {
 
 Tensor run_rope(const Tensor& x, double base, int64_t pos_offset, bool inverse) {
-  const Tensor xc = elementwise_view(x).contiguous();
+  const Tensor xc = kernel_view(x).contiguous();
   return restore_dtype(UOE_KERNEL(xc, rope(xc, base, pos_offset, inverse)), x.dtype());
 }
 
