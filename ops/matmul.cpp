@@ -71,7 +71,6 @@ Tensor matmul_2d_or_batched(const Tensor& a, const Tensor& b) {
   Shape out_shape = batch;
   out_shape.push_back(M);
   out_shape.push_back(N);
-  const bool native = native_bf16(a);
   const Tensor ac = kernel_view(a), bc = kernel_view(b);
   Tensor out = empty(out_shape, like(ac));
   if (out.numel() == 0) return restore_dtype(out, a.dtype());
@@ -79,7 +78,7 @@ Tensor matmul_2d_or_batched(const Tensor& a, const Tensor& b) {
   if (ac.is_cuda()) {
 #if UOE_WITH_CUDA
     cuda::DeviceGuard guard(ac.device().index);
-    if (native) {
+    if (native_bf16(ac)) {
       cuda::gemm_batched_bf16(nbatch, A.trans, B.trans, M, N, K, 1.0f, A.keep.data_ptr<BFloat16>(), A.ld,
                               A.batch_stride, B.keep.data_ptr<BFloat16>(), B.ld, B.batch_stride, 0.0f,
                               out.data_ptr<BFloat16>(), N, M * N);
