@@ -345,6 +345,29 @@ TEST_F(CudaKernels, MinMaxPicksTheFirstOccurrenceAndNaN) {
   }
 }
 
+TEST_F(CudaKernels, MinMaxKeepsTheOrderOfTheOtherDims) {
+  // 4-d input, every dim reduced in turn: the result's other dims stay in their order (want: the 2-d reduction of
+  // the input with `dim` moved last, the other dims in order).
+  const Tensor x = randn({3, 4, 5, 6});
+  for (int64_t dim = 0; dim < 4; ++dim) {
+    Shape perm, out_shape;
+    for (int64_t d = 0; d < 4; ++d)
+      if (d != dim) {
+        perm.push_back(d);
+        out_shape.push_back(x.size(d));
+      }
+    perm.push_back(dim);
+    const Tensor rows = x.permute(perm).contiguous().reshape({x.numel() / x.size(dim), x.size(dim)});
+    for (bool is_max : {true, false}) {
+      auto [wv, wi] = cpu::reduce_minmax(rows, 1, is_max);
+      auto [gv, gi] = cuda::reduce_minmax(dev(x), dim, is_max);
+      const std::string what = std::string(is_max ? "max" : "min") + " of [3, 4, 5, 6] over dim " + std::to_string(dim);
+      expect_same_bits(gv, wv.reshape(out_shape), what);
+      expect_same_bits(gi, wi.reshape(out_shape), what + " indices");
+    }
+  }
+}
+
 TEST_F(CudaKernels, IndexKernelsMatchCpuIncludingSumOrder) {
   const Tensor x = randn({6, 5, 4});
   const Tensor ix = from_vector<int64_t>({3, 0, 3, 2, 3, 0, 1}, {7});  // repeated targets

@@ -389,6 +389,8 @@ TEST_F(CudaMoeKernels, AttentionBf16MatchesCpuFloat) {
   check_attention_bf16({1, 2, 2, 129, 128, false}, true);
   check_attention_bf16({1, 2, 1, 64, 128, true}, true);
   check_attention_bf16({1, 1, 1, 5, 64, true}, true);
+  check_attention_bf16({2, 6, 2, 150, 96, true}, true);    // head dim 96 (the 3b presets), grouped queries
+  check_attention_bf16({1, 4, 2, 100, 64, false}, true);   // grouped queries without the causal mask
   check_attention_bf16({1, 3, 1, 77, 32, true}, false);  // scalar kernels on bf16 storage
 }
 
