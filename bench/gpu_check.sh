@@ -17,7 +17,7 @@ share() { local l; l=$(left); echo $(( l * $1 / 100 < $2 ? l * $1 / 100 : $2 ));
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 stamp "configure"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DUOE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DCMAKE_PREFIX_PATH="$PWD/gpu-deps" -DUOE_WERROR=OFF > "$OUT/configure.log" 2>&1 \
+  -DCMAKE_CUDA_FLAGS=-lineinfo -DCMAKE_PREFIX_PATH="$PWD/gpu-deps" -DUOE_WERROR=OFF > "$OUT/configure.log" 2>&1 \
   || { tail -30 "$OUT/configure.log"; exit 1; }
 stamp "build"
 timeout 330 cmake --build "$build" -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -m 20 -E "error|Error" "$OUT/build.log"; tail -5 "$OUT/build.log"; exit 1; }

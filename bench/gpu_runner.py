@@ -8,12 +8,14 @@ benchmark family, not the rest of a device call (bench/gpu_check.sh).
 tests: GoogleTest runs the tests in listing order; when a process dies (signal, abort, timeout) the test it had
 started and not finished is recorded as crashed or hung, and a fresh process goes on with the tests after it. A
 failure whose message shows a sticky CUDA error (illegal address, launch failure, ...) poisons the context for
-every later test of that process, so those are run again in a fresh process.
+every later test of that process, so those are run again in a fresh process. The first crashed tests run once more
+under compute-sanitizer, when the machine has it, to name the kernel and line of a bad access.
 bench: each benchmark family (the name up to its first '/') runs in its own process with its own time share.
 """
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -114,6 +116,16 @@ def tests(binary, pattern, seconds, outdir):
                 break
         for n in pending:
             result.setdefault(n, "not run")
+        # A bad memory access, located: the first few crashed tests again under compute-sanitizer (where the
+        # machine's runtime supports it), whose report names the kernel and, with -lineinfo, the line.
+        sanitizer = shutil.which("compute-sanitizer")
+        for name in [n for n, status in result.items() if status in ("crashed", "sticky")][:3]:
+            if not sanitizer or deadline - time.time() < 20:
+                break
+            rc, out = run([sanitizer, "--print-limit", "3", binary, "--gtest_filter=" + name],
+                          min(60, deadline - time.time()), log)
+            report = [line for line in out.splitlines() if line.startswith("=========")]
+            messages[name] += "\ncompute-sanitizer:\n" + "\n".join(report[:12])
     counts = {}
     for status in result.values():
         counts[status] = counts.get(status, 0) + 1
@@ -123,7 +135,7 @@ def tests(binary, pattern, seconds, outdir):
     for name, status in result.items():
         if status not in ("passed", "skipped"):
             print(f"--- {status}: {name}")
-            print("\n".join(messages.get(name, "").strip().splitlines()[-8:]))
+            print("\n".join(messages.get(name, "").strip().splitlines()[-20:]))
     if "<process>" in messages:
         print("--- the test binary ran no test:\n" + messages["<process>"])
     return 0 if set(result.values()) <= {"passed", "skipped"} and "<process>" not in messages else 1

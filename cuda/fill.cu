@@ -5,7 +5,9 @@
 #include <cstdint>
 
 #include "core/error.h"
+#include "cuda/check.h"
 #include "cuda/cuda_api.h"
+#include "cuda/stream.h"
 
 namespace uoe::cuda {
 namespace {
@@ -20,9 +22,11 @@ template <typename T>
 void launch(void* dst, size_t n, unsigned long long bits) {
   const int threads = 256;
   const int blocks = int(std::min<size_t>((n + threads - 1) / threads, 65535));
-  fill_kernel<T><<<blocks, threads>>>(static_cast<T*>(dst), n, static_cast<T>(bits));
-  const cudaError_t e = cudaGetLastError();
-  UOE_CHECK(e == cudaSuccess, "[cuda fill] kernel launch failed: ", cudaGetErrorString(e));
+  int device = 0;
+  UOE_CUDA_CHECK("cuda fill", cudaGetDevice(&device));
+  // On the library's current stream of the current device, ordered with the rest of its work.
+  fill_kernel<T><<<blocks, threads, 0, current_stream(device)>>>(static_cast<T*>(dst), n, static_cast<T>(bits));
+  check_launch("cuda fill");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <mutex>
 #include <string>
@@ -117,6 +118,12 @@ cublasStatus_t grouped_call(cublasHandle_t h, const GroupedCall<typename Traits<
                                          g.size.data(), compute);
 }
 
+// cuBLAS cannot see the matrix pointers of a grouped call (they are in device memory). For bfloat16, or a FAST
+// (TF32) compute type, its documentation requires them "properly aligned to avoid misaligned memory access
+// errors", ideally to 16 bytes: a problem with a less aligned A, B or C (a row offset into a gathered block, a
+// neuron offset r0 into a weight) runs through cuda::gemm instead, whose cuBLASLt call is told every alignment.
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 // The fallback: one cuda::gemm per problem (row-major terms).
 template <typename T>
 void one_by_one(const std::vector<GemmProblem<T>>& problems) {
@@ -137,6 +144,10 @@ template <typename T>
 void gemm_grouped(const std::vector<GemmProblem<T>>& problems, const char* op) {
   using Scalar = typename Traits<T>::Scalar;
   const LaunchContext c = launch_context(op);
+  // Whether the grouped call needs 16-byte aligned matrices (see aligned16); those that are not run one by one.
+  const bool needs_alignment =
+      std::is_same_v<T, BFloat16> || (std::is_same_v<T, float> && allow_tf32() && g_grouped_tf32_supported.load());
+  std::vector<GemmProblem<T>> unaligned;
   std::vector<ColumnMajor> cm;
   cm.reserve(problems.size());
   for (const GemmProblem<T>& p : problems) {
@@ -152,12 +163,19 @@ void gemm_grouped(const std::vector<GemmProblem<T>>& problems, const char* op) {
     UOE_CHECK(p.ldc >= p.N && p.lda >= (p.trans_a ? p.M : p.K) && p.ldb >= (p.trans_b ? p.K : p.N), "[", op,
               "] grouped GEMM leading dimensions (", p.lda, ", ", p.ldb, ", ", p.ldc,
               ") are shorter than the rows they hold");
+    if (needs_alignment && !(aligned16(p.A) && aligned16(p.B) && aligned16(p.C))) {
+      unaligned.push_back(p);
+      continue;
+    }
     cm.push_back({p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, p.N, p.M, p.K,
                   p.ldb, p.lda, p.ldc, p.accumulate, p.B, p.A, p.C});
   }
   if (cm.empty()) {
-    std::lock_guard<std::mutex> lock(g_fallback_mu);
-    g_fallback.clear();
+    {
+      std::lock_guard<std::mutex> lock(g_fallback_mu);
+      g_fallback.clear();
+    }
+    one_by_one(unaligned);
     return;
   }
   const GroupedCall<Scalar> g = group<Scalar>(cm);
@@ -194,7 +212,7 @@ void gemm_grouped(const std::vector<GemmProblem<T>>& problems, const char* op) {
     std::lock_guard<std::mutex> lock(g_fallback_mu);
     g_fallback = reason;
   }
-  if (!reason.empty()) one_by_one(problems);
+  one_by_one(reason.empty() ? unaligned : problems);  // refused: every problem one by one
 }
 
 std::string grouped_gemm_fallback() {

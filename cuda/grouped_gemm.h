@@ -28,7 +28,8 @@ struct GemmProblem {
 // Runs every problem on the current stream of the current device, all in one cuBLAS call (problems of identical
 // shape share a group); float32 uses TF32 when cuda::allow_tf32() (exact float32 where cuBLAS refuses TF32 for
 // grouped calls). Problems with M or N == 0 do nothing; K == 0 writes C = 0 (leaves C when accumulating). The
-// problems run concurrently: no C may overlap another problem's A, B or C. Where cuBLAS refuses the grouped
+// problems run concurrently: no C may overlap another problem's A, B or C. bfloat16 (and TF32) problems with a
+// matrix not 16-byte aligned run one cuda::gemm each, outside the grouped call. Where cuBLAS refuses the grouped
 // call, the problems run one cuda::gemm each instead (slower, same results), with one warning on stderr and the
 // reason kept for grouped_gemm_fallback(). `op` names the caller in errors.
 template <typename T>

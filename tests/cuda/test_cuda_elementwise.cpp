@@ -185,6 +185,33 @@ TEST_F(CudaKernels, UnaryMatchesCpu) {
   }
 }
 
+TEST_F(CudaKernels, ContiguousViewsOffTheVectorAlignmentMatchCpu) {
+  // Contiguous 1-d views one or two elements past a 16-byte boundary (the flat loop's vector loads must not be used
+  // on them), and a length that is not a multiple of the vector width.
+  using cpu::BinaryKind;
+  using cpu::UnaryKind;
+  for (DType t : {DType::Float32, DType::Float64, DType::BFloat16}) {
+    const Tensor base = randn({1003}).to(t), other = randn({1003}).to(t);
+    const Tensor a = base.narrow(0, 1, 1001), b = other.narrow(0, 2, 1001);
+    const Tensor da = dev(base).narrow(0, 1, 1001), db = dev(other).narrow(0, 2, 1001);
+    const std::string what = dtype_name(t);
+    if (t == DType::BFloat16) {
+      expect_same_bits(cuda::unary(UnaryKind::Neg, da), cuda::unary(UnaryKind::Neg, dev(a)), what + " neg");
+      expect_same_bits(cuda::binary(BinaryKind::Add, da, db), cuda::binary(BinaryKind::Add, dev(a), dev(b)),
+                       what + " add");
+      continue;
+    }
+    expect_same_bits(cuda::unary(UnaryKind::Neg, da), cpu::unary(UnaryKind::Neg, a), what + " neg");
+    expect_same_bits(cuda::binary(BinaryKind::Add, da, db), cpu::binary(BinaryKind::Add, a, b), what + " add");
+    // into a misaligned output view
+    const Tensor out_buf = zeros({1003}, TensorOptions{}.with_dtype(t).with_device(kGpu));
+    cuda::binary_into(BinaryKind::Mul, out_buf.narrow(0, 1, 1001), da, db);
+    expect_same_bits(out_buf.narrow(0, 1, 1001), cpu::binary(BinaryKind::Mul, a, b), what + " mul into");
+    cuda::copy_cast(out_buf.narrow(0, 2, 1001), da);
+    expect_same_bits(out_buf.narrow(0, 2, 1001), a, what + " copy");
+  }
+}
+
 TEST_F(CudaKernels, ActivationGradMatchesCpu) {
   using cpu::ActivationGrad;
   for (DType t : {DType::Float32, DType::Float64}) {

@@ -148,6 +148,26 @@ TYPED_TEST(CudaRowwise, SoftmaxAndLogSoftmaxMatchCpu) {
   }
 }
 
+TYPED_TEST(CudaRowwise, MisalignedPointersTakeTheScalarPath) {
+  // n is a multiple of every vector width, but the pointers are one element past a 16-byte boundary: the kernels
+  // must fall back to scalar loads (a vector load there is a misaligned-address fault).
+  using T = TypeParam;
+  const int64_t rows = 3, n = 1024;
+  const size_t sz = size_t(rows * n);
+  const std::vector<T> x = randn_vec<T>(sz + 1, 77, 3.0), w = randn_vec<T>(size_t(n) + 1, 78);
+  const std::vector<T> xs(x.begin() + 1, x.end()), ws(w.begin() + 1, w.end());
+  std::vector<T> y(sz), y2(sz), rstd(static_cast<size_t>(rows));
+  cpu::softmax_forward(rows, n, xs.data(), y.data());
+  cpu::rms_norm_forward(rows, n, xs.data(), ws.data(), 1e-5, y2.data(), rstd.data());
+  const Tensor d_x = dev(x), d_w = dev(w), d_y = poisoned<T>(sz + 1), d_y2 = poisoned<T>(sz + 1);
+  cuda::softmax_forward(rows, n, ptr<T>(d_x) + 1, ptr<T>(d_y) + 1);
+  cuda::rms_norm_forward(rows, n, ptr<T>(d_x) + 1, ptr<T>(d_w) + 1, 1e-5, ptr<T>(d_y2) + 1, static_cast<T*>(nullptr));
+  const std::vector<T> got = host<T>(d_y), got2 = host<T>(d_y2);
+  EXPECT_TRUE(std::isnan(double(got[0])) && std::isnan(double(got2[0])));  // nothing written before the start
+  expect_close(std::vector<T>(got.begin() + 1, got.end()), y, "softmax, misaligned pointers");
+  expect_close(std::vector<T>(got2.begin() + 1, got2.end()), y2, "rms_norm, misaligned pointers");
+}
+
 TYPED_TEST(CudaRowwise, NonFiniteRowsGiveNaNLikeTheCpu) {
   using T = TypeParam;
   for (int64_t n : {5, 64, 3000}) {
