@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One device call checks everything on a GPU (target: H200, sm_90), within about 10 minutes:
 #   build for sm_90 -> every CUDA test (parity of every op, the training step, runtime) -> the GPU benchmarks
-#   -> 3b-uoe training with activation checkpointing (issue 6: MFU, memory peak vs `uoe info`) -> a summary
-#   table, printed last. Logs and the benchmark JSON go to $OUT (the device tool returns them).
+#   -> 3b-uoe training with activation checkpointing (issue 6: MFU, memory peak vs `uoe info`) -> the same
+#   GEMM, attention and small-preset training in eager PyTorch (bench/pytorch_peer.py) -> a summary table, printed
+#   last. Logs and the benchmark JSON go to $OUT (the device tool returns them).
 # Needs gpu-deps/ (bench/gpu_deps.sh) carried along: run(command="bench/gpu_check.sh", carry=["gpu-deps"]).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +24,7 @@ stamp "build"
 timeout 330 cmake --build "$build" -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -m 20 -E "error|Error" "$OUT/build.log"; tail -5 "$OUT/build.log"; exit 1; }
 
 tests_rc=125 bench_rc=125  # 125: not run
-if [[ "${1:-all}" != "3b" ]]; then  # `bench/gpu_check.sh 3b`: the 3b-uoe training alone (a second call)
+if [[ "${1:-all}" != "3b" ]]; then  # `bench/gpu_check.sh 3b`: 3b-uoe and the peer alone (a second call)
   # Each crash, hang or sticky CUDA error costs one test (or one benchmark family), not the rest of the call.
   stamp "CUDA tests"
   bench/gpu_runner.py tests "$build/uoe_tests" '*Cuda*' "$(share 40 150)" "$OUT" | tee "$OUT/tests-summary.txt"
@@ -51,6 +52,21 @@ if (( budget >= 90 )); then
 else
   echo "3b-uoe training skipped: only ${budget}s left of this call; run \`bench/gpu_check.sh 3b\` (the build is kept)"
   train_rc=125
+fi
+
+stamp "PyTorch peer"
+# The same work in eager PyTorch on the same GPU (the image's torch: cuBLAS GEMM, FlashAttention through
+# scaled_dot_product_attention, the small presets under bf16 autocast), when this call has a minute left.
+if (( $(left) >= 60 )); then
+  {
+    timeout 30 python3 bench/pytorch_peer.py ops
+    for arch in dense moe uoe; do
+      (( $(left) >= 15 )) && timeout "$(( $(left) < 40 ? $(left) : 40 ))" python3 bench/pytorch_peer.py train \
+        --preset small --device cuda --dtype bf16 --arch $arch --batch 16 --steps 8 --data ''
+    done
+  } > "$OUT/peer.log" 2>&1
+else
+  echo "PyTorch peer skipped: only $(left)s left of this call; \`bench/gpu_check.sh 3b\` runs it after 3b-uoe"
 fi
 
 stamp "summary"
@@ -95,5 +111,12 @@ try:
           f"of 989; peak {peak:.0f} MiB vs estimate {est:.0f} MiB ({100 * (est - peak) / peak:+.1f}%) (exit {train_rc})")
 except Exception as e:
     print("3b-uoe training: no result:", e, f"(exit {train_rc})")
+try:
+    peer = [l.strip() for l in open(os.path.join(out, "peer.log")) if l.startswith("pytorch ")]
+    print("PyTorch peer, same GPU:" if peer else "PyTorch peer: no result (peer.log)")
+    for l in peer:
+        print("  " + l)
+except OSError:
+    print("PyTorch peer: not run")
 PY
 stamp "done"

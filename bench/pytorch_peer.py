@@ -1,10 +1,17 @@
 #!/usr/bin/env python3
-"""Eager PyTorch implementation of the tiny presets (dense, moe, uoe), same shapes, optimiser and
-batch as `uoe train`, to measure training tokens/s side by side with uoe on the same machine.
+"""Eager PyTorch peer of uoe, run side by side on the same machine.
 
-    python3 bench/pytorch_tiny.py --arch uoe --threads 2 --steps 12 --data ../shared/data/tinyshakespeare.txt
+train: the tiny and small presets (dense, moe, uoe) with the same shapes, optimiser and batch as `uoe train`,
+training tokens/s (on a GPU: bf16 autocast over float32 weights, as `--dtype bf16`, attention through
+scaled_dot_product_attention, FlashAttention's kernels).
+    python3 bench/pytorch_peer.py train --arch uoe --threads 2 --steps 12 --data ../shared/data/tinyshakespeare.txt
+    python3 bench/pytorch_peer.py train --preset small --device cuda --arch dense --batch 16 --steps 8
+ops (GPU): bf16 GEMM and causal attention TFLOP/s at the shapes of uoe_bench's BM_GpuGemmBf16 and
+BM_GpuAttention{Fwd,Bwd}Bf16, counted the same way.
+    python3 bench/pytorch_peer.py ops
 """
 import argparse
+import contextlib
 import math
 import time
 
@@ -12,15 +19,16 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-D_MODEL, LAYERS, HEADS, CONTEXT, VOCAB = 256, 4, 4, 256, 256
-N_EXPERTS, TOP_K, WIDTH, ROUTING = 8, 2, 512, 64
+# nn/config.cpp's families: vocab, d_model, layers, heads, context, experts n, top-k K, expert width D, routing r
+PRESETS = {"tiny": (256, 256, 4, 4, 256, 8, 2, 512, 64), "small": (50304, 768, 12, 12, 1024, 8, 2, 768, 96)}
+VOCAB, D_MODEL, LAYERS, HEADS, CONTEXT, N_EXPERTS, TOP_K, WIDTH, ROUTING = PRESETS["tiny"]
 
 
 def rope(x):  # x: [B, T, H, Dh], rotating pairs (i, i + Dh/2)
     B, T, H, Dh = x.shape
     half = Dh // 2
-    freq = 10000.0 ** (-torch.arange(half, dtype=torch.float32) * 2 / Dh)
-    ang = torch.arange(T, dtype=torch.float32)[:, None] * freq[None]  # [T, half]
+    freq = 10000.0 ** (-torch.arange(half, dtype=torch.float32, device=x.device) * 2 / Dh)
+    ang = torch.arange(T, dtype=torch.float32, device=x.device)[:, None] * freq[None]  # [T, half]
     cos, sin = ang.cos()[None, :, None], ang.sin()[None, :, None]
     a, b = x[..., :half], x[..., half:]
     return torch.cat([a * cos - b * sin, a * sin + b * cos], -1)
@@ -36,9 +44,13 @@ class Attention(nn.Module):
         q = rope(self.wq(x).view(B, T, HEADS, -1)).transpose(1, 2)
         k = rope(self.wk(x).view(B, T, HEADS, -1)).transpose(1, 2)
         v = self.wv(x).view(B, T, HEADS, -1).transpose(1, 2)
-        s = q @ k.transpose(-1, -2) / math.sqrt(d // HEADS)
-        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
-        return self.wo((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, d))
+        if x.is_cuda:  # FlashAttention's fused kernels
+            o = F.scaled_dot_product_attention(q.to(v.dtype), k.to(v.dtype), v, is_causal=True)
+        else:  # the composed attention the CPU figures were measured with
+            s = q @ k.transpose(-1, -2) / math.sqrt(d // HEADS)
+            s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+            o = s.softmax(-1) @ v
+        return self.wo(o.transpose(1, 2).reshape(B, T, d))
 
 
 class SwiGLU(nn.Module):
@@ -97,7 +109,8 @@ class Block(nn.Module):
         super().__init__()
         self.n1, self.n2 = RMSNorm(), RMSNorm()
         self.attn = Attention()
-        self.ffn = {"dense": lambda: SwiGLU(8 * 64 + 2 * (512 - 64)), "moe": MoE, "uoe": UoE}[arch]()
+        dense_width = N_EXPERTS * ROUTING + TOP_K * (WIDTH - ROUTING)  # UoE's active neurons
+        self.ffn = {"dense": lambda: SwiGLU(dense_width), "moe": MoE, "uoe": UoE}[arch]()
 
     def forward(self, x):
         x = x + self.attn(self.n1(x))
@@ -129,37 +142,96 @@ class LM(nn.Module):
         return self.norm(x) @ self.embed.weight.t()
 
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--arch", default="uoe", choices=["dense", "moe", "uoe"])
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--steps", type=int, default=12)
-    p.add_argument("--data", default="../shared/data/tinyshakespeare.txt")
-    a = p.parse_args()
+def train(a):
+    global VOCAB, D_MODEL, LAYERS, HEADS, CONTEXT, N_EXPERTS, TOP_K, WIDTH, ROUTING
+    VOCAB, D_MODEL, LAYERS, HEADS, CONTEXT, N_EXPERTS, TOP_K, WIDTH, ROUTING = PRESETS[a.preset]
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    data = torch.frombuffer(bytearray(open(a.data, "rb").read()), dtype=torch.uint8).long()
-    model = LM(a.arch)
+    dev = torch.device(a.device)
+    if a.data:
+        data = torch.frombuffer(bytearray(open(a.data, "rb").read()), dtype=torch.uint8).long()
+    else:  # throughput only: random tokens of the preset's vocabulary
+        data = torch.randint(0, VOCAB, (1 << 22,))
+    model = LM(a.arch).to(dev)
     decay = [q for n, q in model.named_parameters() if q.dim() >= 2 and "embed" not in n]
     rest = [q for n, q in model.named_parameters() if not (q.dim() >= 2 and "embed" not in n)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
-                            lr=1e-3, betas=(0.9, 0.95))
-    B, T = 16, CONTEXT
+                            lr=1e-3, betas=(0.9, 0.95), **({"fused": True} if dev.type == "cuda" else {}))
+    B, T = a.batch, CONTEXT
+    bf16 = dev.type == "cuda" and a.dtype == "bf16"
     times = []
     for step in range(a.steps):
         starts = torch.randint(0, len(data) - T - 1, (B,))
-        x = torch.stack([data[s:s + T] for s in starts])
-        y = torch.stack([data[s + 1:s + T + 1] for s in starts])
+        x = torch.stack([data[s:s + T] for s in starts]).to(dev)
+        y = torch.stack([data[s + 1:s + T + 1] for s in starts]).to(dev)
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
         t0 = time.perf_counter()
-        loss = F.cross_entropy(model(x).view(-1, VOCAB), y.view(-1))
+        with torch.autocast("cuda", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
+            logits = model(x)
+        loss = F.cross_entropy(logits.view(-1, VOCAB).float() if bf16 else logits.view(-1, VOCAB), y.view(-1))
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
     steady = times[2:] if len(times) > 4 else times
-    print(f"pytorch {torch.__version__} tiny-{a.arch}: {B * T * len(steady) / sum(steady):.0f} tokens/s "
-          f"({a.threads} threads, {len(steady)} timed steps, last loss {loss.item():.3f})")
+    where = f"{a.threads} threads" if dev.type == "cpu" else f"{torch.cuda.get_device_name()} {a.dtype}"
+    print(f"pytorch {torch.__version__} {a.preset}-{a.arch}: {B * T * len(steady) / sum(steady):.0f} tokens/s "
+          f"({where}, batch {B} x {T}, {len(steady)} timed steps, last loss {loss.item():.3f}, "
+          f"{sum(q.numel() for q in model.parameters()) / 1e6:.2f}M parameters)")
+
+
+def cuda_seconds(fn, reps):
+    fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / 1e3 / reps
+
+
+def ops(a):
+    torch.manual_seed(0)
+    dev, bf = torch.device("cuda"), torch.bfloat16
+    name = torch.cuda.get_device_name()
+    for n in (4096, 8192):
+        x, w = torch.randn(n, n, device=dev, dtype=bf), torch.randn(n, n, device=dev, dtype=bf)
+        t = cuda_seconds(lambda: x @ w, 20)
+        print(f"pytorch {torch.__version__} {name}: bf16 GEMM {n}^3: {2 * n ** 3 / t * 1e-12:.1f} TFLOP/s")
+    for dh in (64, 128):
+        for T in (1024, 2048, 4096, 8192):
+            H, B = 2048 // dh, max(16384 // T, 1)
+            # [B, T, H, Dh] storage viewed as [B, H, T, Dh], as uoe_bench lays them out
+            q, k, v, do = (torch.randn(B, T, H, dh, device=dev, dtype=bf).transpose(1, 2) for _ in range(4))
+            q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
+            flops = 4.0 * B * H * T * T * dh / 2
+            fwd = cuda_seconds(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), 10)
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            bwd = cuda_seconds(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True), 10)
+            print(f"pytorch {torch.__version__} {name}: causal attention Dh {dh} T {T} (B {B}, H {H}): forward "
+                  f"{flops / fwd * 1e-12:.1f} TFLOP/s, backward {2.5 * flops / bwd * 1e-12:.1f} TFLOP/s")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="mode", required=True)
+    t = sub.add_parser("train")
+    t.add_argument("--arch", default="uoe", choices=["dense", "moe", "uoe"])
+    t.add_argument("--preset", default="tiny", choices=list(PRESETS))
+    t.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    t.add_argument("--dtype", default="bf16", choices=["bf16", "f32"], help="compute dtype on a GPU")
+    t.add_argument("--threads", type=int, default=2)
+    t.add_argument("--batch", type=int, default=16)
+    t.add_argument("--steps", type=int, default=12)
+    t.add_argument("--data", default="../shared/data/tinyshakespeare.txt", help="'' for random tokens")
+    sub.add_parser("ops")
+    a = p.parse_args()
+    train(a) if a.mode == "train" else ops(a)
 
 
 if __name__ == "__main__":
