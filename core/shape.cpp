@@ -39,6 +39,14 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   return dim < 0 ? dim + n : dim;
 }
 
+Shape dim_moved_last(int64_t ndim, int64_t dim) {
+  Shape perm;
+  for (int64_t d = 0; d < ndim; ++d)
+    if (d != dim) perm.push_back(d);
+  perm.push_back(dim);
+  return perm;
+}
+
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   const size_t n = std::max(a.size(), b.size());
   Shape out(n);

@@ -13,6 +13,9 @@ Shape contiguous_strides(const Shape& s);
 std::string shape_str(const Shape& s);  // "[2, 3]"
 // Wraps a possibly negative dim into [0, ndim); the error names `op`.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+// The permutation that moves `dim` last and keeps the other dims in order: [0, .., dim-1, dim+1, .., ndim-1, dim]
+// (reducing the last dim of x.permute(it) gives rows in the order of the result with `dim` erased).
+Shape dim_moved_last(int64_t ndim, int64_t dim);
 // NumPy broadcasting of two shapes; the error names `op` and shows both shapes.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 

@@ -240,13 +240,7 @@ Tensor reduce_sum(const Tensor& x_in, const std::vector<bool>& reduce) {
 
 std::pair<Tensor, Tensor> reduce_minmax(const Tensor& x_in, int64_t dim, bool is_max) {
   UOE_CHECK(x_in.is_cuda(), "[", is_max ? "max" : "min", "] CUDA kernel got a tensor on ", x_in.device().str());
-  // `dim` moved last with the other dims kept in order, so that rows follow the result's (row-major) order; a
-  // transpose(dim, -1) would reverse the kept dims' order whenever dim < x.dim() - 2.
-  Shape perm;
-  for (int64_t d = 0; d < x_in.dim(); ++d)
-    if (d != dim) perm.push_back(d);
-  perm.push_back(dim);
-  const Tensor x = x_in.detach().permute(perm).contiguous();
+  const Tensor x = x_in.detach().permute(dim_moved_last(x_in.dim(), dim)).contiguous();  // rows in the result's order
   const int64_t n = x.size(-1);
   UOE_CHECK(n > 0, "[", is_max ? "max" : "min", "] cannot reduce an empty dim ", dim, " of shape ",
             shape_str(x_in.shape()));

@@ -104,7 +104,7 @@ Tensor reduce_sum(const Tensor& x_in, const std::vector<bool>& reduce) {
 }
 
 std::pair<Tensor, Tensor> reduce_minmax(const Tensor& x_in, int64_t dim, bool is_max) {
-  const Tensor x = x_in.detach().transpose(dim, -1).contiguous();
+  const Tensor x = x_in.detach().permute(dim_moved_last(x_in.dim(), dim)).contiguous();  // rows in the result's order
   const int64_t n = x.size(-1);
   UOE_CHECK(n > 0, "[", is_max ? "max" : "min", "] cannot reduce an empty dim ", dim, " of shape ",
             shape_str(x_in.shape()));

@@ -90,6 +90,25 @@ TEST(Forward, Reductions) {
   EXPECT_EQ(ops::min(x, 0).to_vector<float>(), (std::vector<float>{1, 2, 3}));
   EXPECT_EQ(ops::argmax(x, 1).to_vector<int64_t>(), (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(ops::max(x).item<float>(), 6.0f);
+  // max and argmax over every dim of a 4-D tensor: the other dims keep their order in the result
+  const Shape shape = {3, 2, 4, 2};
+  const Tensor cube = random_double(shape, 7);
+  const std::vector<double> v = cube.to_vector<double>();
+  const Shape strides = contiguous_strides(shape);
+  for (int64_t dim = 0; dim < 4; ++dim) {
+    const std::vector<double> got = ops::max(cube, dim).to_vector<double>();
+    const std::vector<int64_t> at = ops::argmax(cube, dim).to_vector<int64_t>();
+    size_t out = 0;
+    for (int64_t i = 0; i < shape_numel(shape); ++i) {  // result order: every element with index 0 along dim
+      if ((i / strides[size_t(dim)]) % shape[size_t(dim)] != 0) continue;
+      int64_t best = 0;
+      for (int64_t j = 1; j < shape[size_t(dim)]; ++j)
+        if (v[size_t(i + j * strides[size_t(dim)])] > v[size_t(i + best * strides[size_t(dim)])]) best = j;
+      EXPECT_EQ(got[out], v[size_t(i + best * strides[size_t(dim)])]) << "dim " << dim << " at " << out;
+      EXPECT_EQ(at[out], best) << "dim " << dim << " at " << out;
+      ++out;
+    }
+  }
   EXPECT_EQ(ops::sum(ops::gt(x, ops::scalar_like(2.5, x))).item<int64_t>(), 4);
   // a long row sums in fixed chunks: compare with double
   const Tensor big = random_double({3, 100003}, 6);
