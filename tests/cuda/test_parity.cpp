@@ -79,7 +79,9 @@ std::vector<ParityCase> cases() {
   c.push_back({"max_dim", {{12, 31}}, [](const Inputs& x) { return ops::max(x[0], 1); }});
   c.push_back({"min_dim0", {{12, 31}}, [](const Inputs& x) { return ops::min(x[0], 0); }});
   c.push_back({"max_all", {{12, 31}}, [](const Inputs& x) { return ops::max(x[0]); }});
+  c.push_back({"max_dim0_4d", {{3, 5, 4, 6}}, [](const Inputs& x) { return ops::max(x[0], 0); }});
   c.push_back({"argmax", {{12, 31}}, [](const Inputs& x) { return ops::argmax(x[0], 1); }, false, false});
+  c.push_back({"argmax_dim1_4d", {{3, 5, 4, 6}}, [](const Inputs& x) { return ops::argmax(x[0], 1); }, false, false});
   c.push_back({"matmul", {{37, 45}, {45, 29}}, [](const Inputs& x) { return ops::matmul(x[0], x[1]); }});
   c.push_back({"matmul_batched_broadcast", {{3, 17, 24}, {24, 19}}, [](const Inputs& x) { return ops::matmul(x[0], x[1]); }});
   c.push_back({"matmul_transposed", {{45, 37}, {29, 45}}, [](const Inputs& x) { return ops::matmul(x[0].mT(), x[1].mT()); }});
