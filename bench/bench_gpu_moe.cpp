@@ -119,12 +119,15 @@ void gemm_as(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int6
   else cuda::gemm<float>(ta, tb, M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc);
 }
 
-// Shape 0: 8 experts top-2, d = 1024, D = 2048 (the small presets' proportions); shape 1: 64 experts top-8,
-// d = 1536, D = 768 (3b-uoe's experts).
+// Expert neurons [r0, D) of each expert. Shape 0: 8 experts top-2, d = 1024, D = 2048 (the small presets'
+// proportions); shape 1: 64 experts top-8, d = 1536, D = 768 (3b-moe's experts); shape 2: 3b-uoe's expert part,
+// neurons [12, 768) of 768 (756 wide: rows and the offset not 16-byte aligned); shape 3: the same 756 neurons
+// zero-padded to 760 as the model runs them on a GPU (nn::Ffn::run_experts), aligned.
 struct ExpertBenchShape {
-  int64_t n, K, d, D;
+  int64_t n, K, d, D, r0;
 };
-constexpr ExpertBenchShape kExpertShapes[] = {{8, 2, 1024, 2048}, {64, 8, 1536, 768}};
+constexpr ExpertBenchShape kExpertShapes[] = {
+    {8, 2, 1024, 2048, 0}, {64, 8, 1536, 768, 0}, {64, 8, 1536, 768, 12}, {64, 8, 1536, 760, 0}};
 
 template <typename S>
 void run_expert_ffn(benchmark::State& state) {
@@ -134,9 +137,10 @@ void run_expert_ffn(benchmark::State& state) {
   try {
     const ExpertBenchShape& shape = kExpertShapes[state.range(1)];
     const int64_t m = state.range(0), n = shape.n, K = shape.K, d = shape.d, D = shape.D, Tn = n * m / K, P = n * m;
+    const int64_t R = D - shape.r0;  // neurons run per expert
     cuda::DeviceGuard guard(0);
     cuda::set_allow_tf32(true);
-    const cpu::ExpertShape s{Tn, K, n, d, d, D, 0, D, false};
+    const cpu::ExpertShape s{Tn, K, n, d, d, D, shape.r0, D, false};
     std::vector<int64_t> slots(size_t(Tn * K));
     for (int64_t i = 0; i < Tn * K; ++i) slots[size_t(i)] = i % n;  // slot k of token t -> expert (tK + k) % n
     const Tensor idx = from_vector(slots, {Tn, K}).to(kGpu);
@@ -161,26 +165,29 @@ void run_expert_ffn(benchmark::State& state) {
                                          nullptr, f(dwg), f(dwu), f(dwd));
       }
     });
-    const double flops = 11.0 * 2.0 * double(P) * double(d) * double(D);
+    const double flops = 11.0 * 2.0 * double(P) * double(d) * double(R);
     const double tflops = seconds > 0 ? flops * double(state.iterations()) / seconds * 1e-12 : 0.0;
 
     // Dense peer: the same GEMM shapes over one block of P rows.           X, dY: [P, d]; A, B, G: [P, D]
     const Tensor X = input({P, d}, 1.0), dY = input({P, d}, 1.0), A = input({P, D}, 1.0), Bm = input({P, D}, 1.0),
                  G = input({P, D}, 1.0), W1 = input({d, D}, 0.03), W2 = input({d, D}, 0.03), W3 = input({D, d}, 0.03);
+    // [P, R] and [d, R] blocks inside [P, D] and [d, D] storage at column r0, [R, d] rows of W3 from row r0: the
+    // experts' strides and offsets
+    const int64_t r0 = shape.r0;
     const Tensor O = empty({P, d}, o), dX = empty({P, d}, o), dW1 = empty({d, D}, o), dW2 = empty({d, D}, o),
                  dW3 = empty({D, d}, o), H1 = empty({P, D}, o), H2 = empty({P, D}, o), H3 = empty({P, D}, o);
     auto dense_chain = [&] {
-      gemm_as<S>(false, false, P, D, d, f(X), d, f(W1), D, 0.f, f(H1), D);   // H_g
-      gemm_as<S>(false, false, P, D, d, f(X), d, f(W2), D, 0.f, f(H2), D);   // H_p
-      gemm_as<S>(false, false, P, d, D, f(A), D, f(W3), d, 0.f, f(O), d);    // O
-      gemm_as<S>(false, false, P, D, d, f(X), d, f(W1), D, 0.f, f(H1), D);   // recompute H_g
-      gemm_as<S>(false, false, P, D, d, f(X), d, f(W2), D, 0.f, f(H2), D);   // recompute H_p
-      gemm_as<S>(false, true, P, D, d, f(dY), d, f(W3), d, 0.f, f(H3), D);   // dY Wdᵀ
-      gemm_as<S>(true, false, D, d, P, f(A), D, f(dY), d, 0.f, f(dW3), d);   // dWd
-      gemm_as<S>(true, false, d, D, P, f(X), d, f(G), D, 0.f, f(dW1), D);    // dWg
-      gemm_as<S>(true, false, d, D, P, f(X), d, f(Bm), D, 0.f, f(dW2), D);   // dWu
-      gemm_as<S>(false, true, P, d, D, f(Bm), D, f(W2), D, 0.f, f(dX), d);   // dX from dH_p
-      gemm_as<S>(false, true, P, d, D, f(G), D, f(W1), D, 1.f, f(dX), d);    // + dH_g Wgᵀ
+      gemm_as<S>(false, false, P, R, d, f(X), d, f(W1) + r0, D, 0.f, f(H1), D);   // H_g
+      gemm_as<S>(false, false, P, R, d, f(X), d, f(W2) + r0, D, 0.f, f(H2), D);   // H_p
+      gemm_as<S>(false, false, P, d, R, f(A), D, f(W3) + r0 * d, d, 0.f, f(O), d);  // O
+      gemm_as<S>(false, false, P, R, d, f(X), d, f(W1) + r0, D, 0.f, f(H1), D);   // recompute H_g
+      gemm_as<S>(false, false, P, R, d, f(X), d, f(W2) + r0, D, 0.f, f(H2), D);   // recompute H_p
+      gemm_as<S>(false, true, P, R, d, f(dY), d, f(W3) + r0 * d, d, 0.f, f(H3), D);  // dY Wdᵀ
+      gemm_as<S>(true, false, R, d, P, f(A), D, f(dY), d, 0.f, f(dW3) + r0 * d, d);  // dWd
+      gemm_as<S>(true, false, d, R, P, f(X), d, f(G), D, 0.f, f(dW1) + r0, D);    // dWg
+      gemm_as<S>(true, false, d, R, P, f(X), d, f(Bm), D, 0.f, f(dW2) + r0, D);   // dWu
+      gemm_as<S>(false, true, P, d, R, f(Bm), D, f(W2) + r0, D, 0.f, f(dX), d);   // dX from dH_p
+      gemm_as<S>(false, true, P, d, R, f(G), D, f(W1) + r0, D, 1.f, f(dX), d);    // + dH_g Wgᵀ
     };
     const double dense_s = seconds_per_call(dense_chain);
     const double dense_tflops = dense_s > 0 ? flops / dense_s * 1e-12 : 0.0;
@@ -188,7 +195,8 @@ void run_expert_ffn(benchmark::State& state) {
     state.counters["dense_TFLOP/s"] = dense_tflops;
     state.counters["ratio"] = dense_tflops > 0 ? tflops / dense_tflops : 0.0;
     state.SetLabel(std::string(bf16 ? "bf16" : "f32+tf32") + " n=" + std::to_string(n) + " K=" + std::to_string(K) +
-                   " d=" + std::to_string(d) + " D=" + std::to_string(D) + " m=" + std::to_string(m) +
+                   " d=" + std::to_string(d) + " neurons [" + std::to_string(shape.r0) + ", " + std::to_string(D) +
+                   ") m=" + std::to_string(m) +
                    (cuda::grouped_gemm_fallback().empty() ? "" : " FALLBACK: " + cuda::grouped_gemm_fallback()));
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
@@ -200,8 +208,7 @@ void BM_GpuExpertFfnBf16(benchmark::State& state) { run_expert_ffn<BFloat16>(sta
 BENCHMARK(BM_GpuExpertFfn)->Args({512, 0})->Args({2048, 0})->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GpuExpertFfnBf16)
     ->ArgsProduct({{512, 1024, 2048, 4096}, {0}})
-    ->Args({512, 1})
-    ->Args({2048, 1})
+    ->ArgsProduct({{512, 2048}, {1, 2, 3}})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
