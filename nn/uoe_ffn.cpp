@@ -13,7 +13,11 @@ Tensor unselected_mask(const Tensor& indices, int64_t n, int64_t r, DType dtype)
   for (int64_t t = 0; t < T; ++t)
     for (int64_t k = 0; k < K; ++k)
       if (idx[size_t(t * K + k)] >= 0) mask[size_t(t * n + idx[size_t(t * K + k)])] = 0.0;
-  return from_vector(mask, {T, n}, TensorOptions{}.with_dtype(dtype)).unsqueeze(2).expand({T, n, r}).reshape({T, n * r});
+  // on the device of the indices (and of the activations it multiplies)
+  return from_vector(mask, {T, n}, TensorOptions{}.with_dtype(dtype).with_device(indices.device()))
+      .unsqueeze(2)
+      .expand({T, n, r})
+      .reshape({T, n * r});
 }
 
 }  // namespace

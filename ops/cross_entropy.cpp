@@ -3,6 +3,7 @@
 
 #include "autograd/node.h"
 #include "core/error.h"
+#include "ops/backend.h"
 #include "ops/cpu/rowwise_kernels.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
@@ -24,6 +25,7 @@ struct CrossEntropyBackward final : autograd::Node {
   std::vector<Tensor> apply(const Tensor& g) override {
     // logits as the forward read them: bfloat16 on a GPU, else in the compute dtype (that of lse)
     const Tensor logits = saved(0), targets = saved(1), lse = saved(2);
+    const OnDevice on_device(logits);  // the kernels run on the current GPU
     const int64_t V = logits.size(-1), N = logits.numel() / std::max<int64_t>(V, 1);
     Tensor dlogits = empty(logits.shape(), like(logits));
 #if UOE_WITH_CUDA
@@ -119,6 +121,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in, int64_t 
   check_floating(op, "logits", logits_in);
   check_index(op, "targets", targets_in);
   UOE_CHECK(logits_in.dim() >= 1, "[cross_entropy] logits must be [..., classes], got ", shape_str(logits_in.shape()));
+  const OnDevice on_device(logits_in);  // the kernels run on the current GPU
   const Shape want(logits_in.shape().begin(), logits_in.shape().end() - 1);
   UOE_CHECK(targets_in.shape() == want, "[cross_entropy] logits are ", shape_str(logits_in.shape()),
             " so targets must be ", shape_str(want), ", got ", shape_str(targets_in.shape()));

@@ -42,6 +42,7 @@ struct RmsNormBackward final : autograd::Node {
   std::string name() const override { return "rms_norm"; }
   std::vector<Tensor> apply(const Tensor& g_in) override {
     const Tensor x = saved(0), w = saved(1), rstd = saved(2);
+    const OnDevice on_device(x);  // the row kernels run on the current GPU
     const Tensor g = compute_view(g_in).contiguous();
     const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
     Tensor dx = empty(x.shape(), like(x));
@@ -61,6 +62,7 @@ struct LayerNormBackward final : autograd::Node {
   std::string name() const override { return "layer_norm"; }
   std::vector<Tensor> apply(const Tensor& g_in) override {
     const Tensor x = saved(0), w = saved(1), b = saved(2), mean = saved(3), rstd = saved(4);
+    const OnDevice on_device(x);
     const Tensor g = compute_view(g_in).contiguous();
     const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
     Tensor dx = empty(x.shape(), like(x));
@@ -81,6 +83,7 @@ struct LayerNormBackward final : autograd::Node {
 
 Tensor rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
   const int64_t d = check_norm("rms_norm", x_in, weight, Tensor());
+  const OnDevice on_device(x_in);  // the row kernels run on the current GPU
   const Tensor x = compute_view(x_in).detach().contiguous(), w = param(weight);
   const int64_t rows = d ? x.numel() / d : 0;
   Tensor y = empty(x.shape(), like(x)), rstd = empty({rows}, like(x));
@@ -96,6 +99,7 @@ Tensor rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
 
 Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, double eps) {
   const int64_t d = check_norm("layer_norm", x_in, weight, bias);
+  const OnDevice on_device(x_in);
   const Tensor x = compute_view(x_in).detach().contiguous(), w = param(weight), b = param(bias);
   const int64_t rows = d ? x.numel() / d : 0;
   Tensor y = empty(x.shape(), like(x)), mean = empty({rows}, like(x)), rstd = empty({rows}, like(x));

@@ -16,6 +16,7 @@ namespace {
 // and the result is moved back (a view). kernel(out, rows, n, input pointers, out pointer); `out` picks the device.
 template <typename Kernel>
 Tensor over_rows(const char* op, const std::vector<Tensor>& ins, int64_t dim, Kernel kernel) {
+  const OnDevice on_device(ins[0]);  // the row kernels run on the current GPU
   std::vector<Tensor> rows;
   for (const Tensor& t : ins) rows.push_back(compute_view(t).detach().transpose(dim, -1).contiguous());
   Tensor out = empty(rows[0].shape(), like(rows[0]));

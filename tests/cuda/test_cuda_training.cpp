@@ -69,6 +69,73 @@ TEST_F(CudaTraining, EveryKindLearnsInBf16OnTheGpu) {
   }
 }
 
+// The switches the run above leaves at their defaults, on the GPU in bf16: UoE's full_expert combine (its mask of
+// unselected experts) with top-p routing and the load-balance loss, MoE's load-balance and router z-losses through
+// activation checkpointing, AoE's full-softmax weights under SGD with gradient accumulation, and a run resumed from
+// the checkpoint a GPU run wrote.
+TEST_F(CudaTraining, RouterLossesSwitchesAndResumeOnTheGpu) {
+  const std::string dir = test::temp_dir("cuda_train_switches");
+  auto data = test::micro_data(dir);
+  auto tok = make_byte_tokenizer();
+  auto options = [&](const std::string& name, int64_t steps) {
+    TrainOptions o = test::micro_train_options(dir + "/" + name, steps);
+    o.device = Device::cuda(0);
+    o.compute_dtype = DType::BFloat16;
+    return o;
+  };
+  auto check = [](const std::string& name, const TrainOptions& o, size_t steps) {
+    const std::vector<json::Value> lines = test::metric_lines(o.out_dir);
+    ASSERT_EQ(lines.size(), steps) << name;
+    const double first = lines.front().at("train_loss").as_double(), last = lines.back().at("train_loss").as_double();
+    EXPECT_TRUE(std::isfinite(last) && std::isfinite(lines.back().at("grad_norm").as_double())) << name;
+    EXPECT_LT(last, first - 0.5) << name << ": the loss must fall";
+  };
+  {
+    ModelConfig c = test::micro_config(FfnKind::UoE);
+    c.ffn.combine = "full_expert";
+    c.ffn.routing = "topp";
+    c.ffn.aux_loss = 0.01;
+    const TrainOptions o = options("uoe_full_expert_topp", 30);
+    train(c, o, *data, *tok);
+    check("uoe_full_expert_topp", o, 30);
+  }
+  {
+    ModelConfig c = test::micro_config(FfnKind::MoE);
+    c.ffn.aux_loss = 0.01;
+    c.ffn.z_loss = 0.001;
+    TrainOptions o = options("moe_router_losses_ckpt", 30);
+    o.checkpoint_activations = true;
+    train(c, o, *data, *tok);
+    check("moe_router_losses_ckpt", o, 30);
+  }
+  {
+    ModelConfig c = test::micro_config(FfnKind::AoE);
+    c.ffn.weights = "full_softmax";
+    TrainOptions o = options("aoe_sgd_accum", 30);
+    o.optimizer = "sgd";
+    o.lr = 0.3;  // as the CPU's SGD test
+    o.grad_accum = 2;
+    train(c, o, *data, *tok);
+    check("aoe_sgd_accum", o, 30);
+  }
+  {
+    const ModelConfig c = test::micro_config(FfnKind::UoE);
+    TrainOptions o = options("uoe_resume", 10);
+    o.param_dtype = DType::BFloat16;
+    train(c, o, *data, *tok);
+    o.steps = 20;
+    o.resume = true;
+    const TrainResult r = train(c, o, *data, *tok);
+    EXPECT_EQ(r.steps, 20);
+    EXPECT_TRUE(std::isfinite(r.final_val_loss) && r.final_val_loss > 0.0);
+    const std::vector<json::Value> lines = test::metric_lines(o.out_dir);
+    ASSERT_EQ(lines.size(), 20u);
+    EXPECT_EQ(lines.back().at("step").as_int(), 20);
+    EXPECT_TRUE(std::isfinite(lines.back().at("train_loss").as_double()));
+    EXPECT_EQ(load_checkpoint(o.out_dir + "/checkpoint").trainer_state.at("step").as_int(), 20);
+  }
+}
+
 #else
 TEST_F(CudaTraining, NeedsACudaBuild) {}
 #endif
