@@ -1,17 +1,14 @@
-// MoE ops: finite-difference gradients, fused expert_ffn vs primitive ops, determinism, hand cases, bad input, timing.
+// MoE ops: finite-difference gradients, fused expert_ffn vs primitive ops, determinism, hand cases, bad input.
 #include <gtest/gtest.h>
 #include <omp.h>
 
-#include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
+#include <functional>
 
-#include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "gradcheck.h"
-#include "ops/cpu/gemm.h"
 #include "ops/moe.h"
 #include "ops/ops.h"
 
@@ -352,68 +349,6 @@ TEST(MoeBadInput, RoutingAndLosses) {
       },
       {"[load_balance_loss]", "[4, 3]", "[3, 1]"});
   expect_error([] { ops::router_z_loss(zeros({}, kI64)); }, {"[router_z_loss]"});
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Timing at the tiny-uoe training shape (not run by default; tests never assert times):
-//   build/uoe_tests --gtest_also_run_disabled_tests --gtest_filter='MoeBench.*'
-double seconds_best_of(int reps, const std::function<void()>& f) {
-  double best = 1e30;
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
-
-TEST(MoeBench, DISABLED_TinyUoeShape) {
-  const int64_t T = 4096, d = 256, n = 8, K = 2, D = 512;
-  const int saved = omp_get_max_threads();
-  Generator g(5);
-  auto param = [&](Shape s) { return (randn(s, {}, &g) * 0.05).detach().requires_grad_(); };
-  Tensor x = param({T, d}), scores = param({T, n}), wg = param({n, d, D}), wu = param({n, d, D}), wd = param({n, D, d});
-  const ops::Route r = ops::topk_route(scores.detach(), K, RouteWeights::TopKSoftmax);
-  Tensor w = r.weights.detach().requires_grad_();
-  const Tensor dy = randn({T, d}, {}, &g);
-  for (int64_t r0 : {int64_t(0), D / n})
-    for (int threads : {2, 1}) {
-      omp_set_num_threads(threads);
-      const int64_t R = D - r0, P = T * K;
-      const double flops_f = 2.0 * 3 * double(P) * d * R, flops_b = 2.0 * 8 * double(P) * d * R;
-      const double tf = seconds_best_of(10, [&] {
-        NoGradGuard ng;
-        ops::expert_ffn(x, r.indices, w, wg, wu, wd, r0, D);
-      });
-      const double tfb = seconds_best_of(10, [&] {
-        for (Tensor* t : {&x, &w, &wg, &wu, &wd}) t->set_grad(Tensor());
-        ops::expert_ffn(x, r.indices, w, wg, wu, wd, r0, D).backward(dy);
-      });
-      // Dense equivalent: the same 11 GEMM shapes with all P rows as one expert.
-      std::vector<float> X(size_t(P * d), 0.5f), H(size_t(P * R), 0.25f), H2(size_t(P * R)), O(size_t(P * d)),
-          Wt(size_t(d * R), 0.1f), G(size_t(d * R));
-      const double tdf = seconds_best_of(10, [&] {
-        cpu::gemm<float>(false, false, P, R, d, 1, X.data(), d, Wt.data(), R, 0, H2.data(), R);
-        cpu::gemm<float>(false, false, P, R, d, 1, X.data(), d, Wt.data(), R, 0, H2.data(), R);
-        cpu::gemm<float>(false, false, P, d, R, 1, H.data(), R, Wt.data(), d, 0, O.data(), d);
-      });
-      const double tdb = seconds_best_of(10, [&] {
-        for (int i = 0; i < 3; ++i)
-          cpu::gemm<float>(false, false, P, R, d, 1, X.data(), d, Wt.data(), R, 0, H2.data(), R);
-        cpu::gemm<float>(true, false, R, d, P, 1, H.data(), R, X.data(), d, 0, G.data(), d);
-        for (int i = 0; i < 2; ++i) cpu::gemm<float>(true, false, d, R, P, 1, X.data(), d, H.data(), R, 0, G.data(), R);
-        for (int i = 0; i < 2; ++i)
-          cpu::gemm<float>(false, true, P, d, R, 1, H.data(), R, Wt.data(), R, 0, O.data(), d);
-      });
-      std::printf("expert_ffn T=%ld d=%ld n=%ld K=%ld D=%ld neurons [%ld, %ld), %d thread(s), best of 10:\n", long(T),
-                  long(d), long(n), long(K), long(D), long(r0), long(D), threads);
-      std::printf("  forward          %8.2f ms  %6.1f GFLOP/s   dense GEMMs same FLOPs %8.2f ms  %6.1f GFLOP/s\n",
-                  tf * 1e3, flops_f / tf * 1e-9, tdf * 1e3, flops_f / tdf * 1e-9);
-      std::printf("  forward+backward %8.2f ms  %6.1f GFLOP/s   dense GEMMs same FLOPs %8.2f ms  %6.1f GFLOP/s\n",
-                  tfb * 1e3, (flops_f + flops_b) / tfb * 1e-9, (tdf + tdb) * 1e3,
-                  (flops_f + flops_b) / (tdf + tdb) * 1e-9);
-    }
-  omp_set_num_threads(saved);
 }
 
 }  // namespace
