@@ -13,11 +13,15 @@
 namespace uoe::cli {
 
 int cmd_eval(const std::vector<std::string>& argv) {
-  const Args a("eval", argv, {"ckpt", "data", "batch", "seq", "max-batches", "threads"});
+  const Args a("eval", argv, {"ckpt", "data", "batch", "seq", "max-batches", "threads", "device", "dtype"});
   set_threads(a.integer("threads", 0));
+  const Device device = device_flag(a);
+  const DType compute = precision_flag(a, "dtype", "the compute dtype");
   nn::Checkpoint c = nn::load_checkpoint(a.required("ckpt"));
   nn::LanguageModel model(c.config);
   model.load_state_dict(c.model);
+  model.to(device);
+  if (compute != DType::Float32) model.compute_dtype = compute;
   const std::string data = a.required("data");
   const std::string cache = "/tmp/uoe-eval-" + std::to_string(::getpid()) + ".bin";
   const auto tokens = open_tokens(data, *c.tokenizer, cache);

@@ -10,16 +10,20 @@
 #include "core/rng.h"
 #include "nn/checkpoint.h"
 #include "nn/transformer.h"
-#include "ops/ops.h"
 
 namespace uoe::cli {
 
 int cmd_sample(const std::vector<std::string>& argv) {
-  const Args a("sample", argv, {"ckpt", "prompt", "tokens", "temperature", "top-k", "seed", "threads"});
+  const Args a("sample", argv,
+               {"ckpt", "prompt", "tokens", "temperature", "top-k", "seed", "threads", "device", "dtype"});
   set_threads(a.integer("threads", 0));
+  const Device device = device_flag(a);
+  const DType compute = precision_flag(a, "dtype", "the compute dtype");
   nn::Checkpoint c = nn::load_checkpoint(a.required("ckpt"));
   nn::LanguageModel model(c.config);
   model.load_state_dict(c.model);
+  model.to(device);
+  if (compute != DType::Float32) model.compute_dtype = compute;
   model.eval();
   const int64_t n = a.integer("tokens", 200), top_k = a.integer("top-k", 0);
   const double temperature = a.number("temperature", 1.0);
@@ -31,12 +35,12 @@ int cmd_sample(const std::vector<std::string>& argv) {
   for (int64_t i = 0; i < n; ++i) {
     const size_t start = ids.size() > size_t(c.config.context) ? ids.size() - size_t(c.config.context) : 0;
     std::vector<int64_t> window(ids.begin() + long(start), ids.end());
-    const Tensor x = from_vector(window, {1, int64_t(window.size())});
-    const Tensor logits = model.forward(x).select(1, -1).select(0, 0);  // [vocab]
-    std::vector<float> l = logits.to_vector<float>();
+    const Tensor x = from_vector(window, {1, int64_t(window.size())}).to(device);
+    const Tensor logits = model.forward(x).select(1, -1).select(0, 0);  // [vocab], the last position's
+    std::vector<float> l = logits.to(Device::cpu()).to(DType::Float32).to_vector<float>();
     int32_t next = 0;
     if (temperature == 0) {
-      next = int32_t(ops::argmax(logits, 0).item<int64_t>());
+      next = int32_t(std::max_element(l.begin(), l.end()) - l.begin());  // the first maximum, as argmax
     } else {
       // keep the top-k logits, softmax at the temperature, draw one uniform number
       if (top_k > 0 && top_k < int64_t(l.size())) {

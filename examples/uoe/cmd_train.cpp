@@ -16,11 +16,9 @@ namespace uoe::cli {
 namespace {
 
 // --device: with several ranks a bare "cuda" means one GPU per rank of this node (local rank modulo GPU count).
-Device train_device(const std::string& spec, const Communicator& comm) {
-  const Device d = Device::parse(spec);
-  UOE_CHECK(d.is_cpu() || cuda::is_available(), "--device ", d.str(),
-            ": no CUDA device is visible (a CPU-only build, or no GPU); use --device cpu");
-  if (spec == "cuda" && comm.size() > 1) return Device::cuda(comm.local_rank() % cuda::device_count());
+Device train_device(const Args& a, const Communicator& comm) {
+  const Device d = device_flag(a);
+  if (a.str("device", "cpu") == "cuda" && comm.size() > 1) return Device::cuda(comm.local_rank() % cuda::device_count());
   return d;
 }
 
@@ -56,7 +54,7 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   o.zero1 = a.flag("zero1");
   o.checkpoint_activations = a.flag("checkpoint-activations");
   o.expert_parallel = a.integer("expert-parallel", 1);
-  o.device = train_device(a.str("device", "cpu"), comm);
+  o.device = train_device(a, comm);
   const bool bf16 = precision_flag(a, "dtype", "bf16 compute over float32 master weights") == DType::BFloat16;
   if (bf16) o.compute_dtype = DType::BFloat16;
   o.param_dtype = precision_flag(a, "param-dtype", "parameters and gradients stored in bfloat16, optimiser state in "

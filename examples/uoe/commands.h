@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "core/dtype.h"
 #include "nn/dataset.h"
 #include "nn/tokenizer.h"
@@ -34,5 +35,7 @@ void set_threads(int64_t threads);
 // A precision flag (--dtype, --param-dtype): "f32" (the default) or "bf16"; anything else is one error naming the
 // flag, with `meaning` saying what it sets.
 DType precision_flag(const Args& a, const std::string& flag, const std::string& meaning);
+// --device: cpu (the default), cuda or cuda:N; a GPU that is not visible is one error naming the flag.
+Device device_flag(const Args& a);
 
 }  // namespace uoe::cli

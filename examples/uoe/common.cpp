@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "cuda/cuda_api.h"
 
 namespace uoe::cli {
 
@@ -48,6 +49,13 @@ DType precision_flag(const Args& a, const std::string& flag, const std::string& 
   const std::string value = a.str(flag, "f32");
   UOE_CHECK(value == "f32" || value == "bf16", "--", flag, " '", value, "': expected f32 or bf16 (", meaning, ")");
   return value == "bf16" ? DType::BFloat16 : DType::Float32;
+}
+
+Device device_flag(const Args& a) {
+  const Device d = Device::parse(a.str("device", "cpu"));
+  UOE_CHECK(d.is_cpu() || (cuda::is_available() && d.index < cuda::device_count()), "--device ", d.str(),
+            ": no such CUDA device is visible (a CPU-only build, no GPU, or fewer GPUs); use --device cpu");
+  return d;
 }
 
 }  // namespace uoe::cli

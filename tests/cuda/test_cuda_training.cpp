@@ -136,6 +136,39 @@ TEST_F(CudaTraining, RouterLossesSwitchesAndResumeOnTheGpu) {
   }
 }
 
+// `uoe eval` and `uoe sample` on the GPU: the validation loss of a CPU-trained checkpoint agrees with the CPU's
+// (float32 to 1e-4, bfloat16 compute to 2e-2), and greedy sampling runs in both dtypes.
+TEST_F(CudaTraining, CliEvalAndSampleOnTheGpu) {
+#ifdef UOE_CLI_PATH
+  const std::string dir = test::temp_dir("cuda_cli");
+  auto data = test::micro_data(dir);
+  auto tok = make_byte_tokenizer();
+  const TrainOptions o = test::micro_train_options(dir + "/run", 10);  // trained on the CPU
+  train(test::micro_config(FfnKind::UoE), o, *data, *tok);
+  const std::string eval = std::string(UOE_CLI_PATH) + " eval --ckpt " + o.out_dir + "/checkpoint --data " + dir +
+                           "/text.txt --seq 32 --max-batches 4";
+  auto nats = [&](const std::string& flags) {
+    int code = 0;
+    const std::string out = test::run_command(eval + flags, &code);
+    EXPECT_EQ(code, 0) << flags << ": " << out;
+    return std::stod(out.substr(out.find("val loss ") + 9));
+  };
+  const double cpu = nats(""), gpu = nats(" --device cuda"), gpu_bf16 = nats(" --device cuda --dtype bf16");
+  EXPECT_NEAR(gpu, cpu, 1e-4 * cpu);
+  EXPECT_NEAR(gpu_bf16, cpu, 2e-2 * cpu);
+  for (const char* dtype : {"f32", "bf16"}) {
+    int code = 0;
+    const std::string out = test::run_command(std::string(UOE_CLI_PATH) + " sample --ckpt " + o.out_dir +
+                                                  "/checkpoint --prompt 'the quick' --tokens 16 --temperature 0 " +
+                                                  "--device cuda --dtype " + dtype, &code);
+    EXPECT_EQ(code, 0) << dtype << ": " << out;
+    EXPECT_EQ(out.rfind("the quick", 0), 0u) << dtype << ": " << out;
+  }
+#else
+  GTEST_SKIP() << "built without the uoe program";
+#endif
+}
+
 #else
 TEST_F(CudaTraining, NeedsACudaBuild) {}
 #endif

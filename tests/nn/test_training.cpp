@@ -160,6 +160,14 @@ TEST(Training, CliEvalSampleInfoAndErrors) {
   EXPECT_EQ(code, 0) << out;
   EXPECT_EQ(out.rfind("the quick", 0), 0u) << out;
   EXPECT_EQ(out, run_command(cli + " sample --ckpt " + ckpt + " --prompt 'the quick' --tokens 20 --top-k 5 --seed 3", &code));
+  // bfloat16 compute, greedy; a GPU that is not there is one clear error
+  out = run_command(cli + " sample --ckpt " + ckpt + " --prompt 'the quick' --tokens 8 --temperature 0 --dtype bf16 " +
+                        "--device cpu", &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(out.rfind("the quick", 0), 0u) << out;
+  out = run_command(cli + " eval --ckpt " + ckpt + " --data " + dir + "/text.txt --seq 32 --device cuda:7", &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("--device cuda:7: no such CUDA device is visible"), std::string::npos) << out;
   out = run_command(cli + " info --config tiny-uoe", &code);
   EXPECT_EQ(code, 0);
   for (const char* kind : {"dense", "moe", "aoe", "uoe  "}) EXPECT_NE(out.find(kind), std::string::npos) << out;
