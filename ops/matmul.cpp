@@ -108,7 +108,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
             " and b ", shape_str(b.shape()));
   check_floating("matmul", "a", a);
   UOE_CHECK(a.dtype() == b.dtype(), "[matmul] dtypes differ: a is ", describe(a), " and b is ", describe(b));
-  if (a.dim() == 1) return matmul(a.unsqueeze(0), b).squeeze(-2);
+  if (a.dim() == 1) return matmul(a.unsqueeze(0), b).squeeze(b.dim() == 1 ? 0 : -2);  // [K] x [K]: a 0-dim dot
   if (b.dim() == 1) return matmul(a, b.unsqueeze(-1)).squeeze(-1);
   UOE_CHECK(a.size(-1) == b.size(-2), "[matmul] a is ", shape_str(a.shape()), " and b is ", shape_str(b.shape()),
             ": a's last dim ", a.size(-1), " must equal b's dim -2 (", b.size(-2), ")");
