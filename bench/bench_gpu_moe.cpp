@@ -44,6 +44,12 @@ void run_attention(benchmark::State& state, bool backward, AttnDtype dtype) {
   if (!have_gpu(state)) return;
   try {
     const int64_t Dh = state.range(0), T = state.range(1), H = 2048 / Dh, B = std::max<int64_t>(16384 / T, 1);
+    // bf16 forward: rows per warp 16 x m_tiles (third argument; 0: the default kernel), put back on the way out
+    struct MTiles {
+      int before = cuda::detail::attention_forward_m_tiles();
+      ~MTiles() { cuda::detail::set_attention_forward_m_tiles(before); }
+    } restore_m_tiles;
+    if (state.range(2) > 0) cuda::detail::set_attention_forward_m_tiles(int(state.range(2)));
     const bool bf16 = dtype == AttnDtype::Bf16;
     const DType dt = bf16 ? DType::BFloat16 : DType::Float32;
     cuda::DeviceGuard guard(0);
@@ -82,7 +88,8 @@ void run_attention(benchmark::State& state, bool backward, AttnDtype dtype) {
     state.counters["TFLOP/s"] = seconds > 0 ? flops / seconds * 1e-12 : 0.0;
     const bool tc = bf16 && cuda::attention_bf16_uses_tensor_cores(s, {q.raw_data(), k.raw_data(), v.raw_data()}, {st});
     state.SetLabel(std::string(bf16 ? "bf16" : "f32") + (tc ? " mma" : " scalar") + " B=" + std::to_string(B) +
-                   " H=" + std::to_string(H));
+                   " H=" + std::to_string(H) +
+                   (tc && !backward ? " m_tiles=" + std::to_string(cuda::detail::attention_forward_m_tiles()) : ""));
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
@@ -94,17 +101,18 @@ void BM_GpuAttentionFwdF32(benchmark::State& state) { run_attention(state, false
 void BM_GpuAttentionBwdF32(benchmark::State& state) { run_attention(state, true, AttnDtype::F32); }
 
 BENCHMARK(BM_GpuAttentionFwdBf16)
-    ->ArgsProduct({{64, 128}, {1024, 2048, 4096, 8192}})
-    ->Args({96, 1024})  // 3b-*'s head dim at its training length
+    ->ArgsProduct({{64, 128}, {1024, 2048, 4096, 8192}, {0}})
+    ->Args({96, 1024, 0})  // 3b-*'s head dim at its training length
+    ->ArgsProduct({{64, 128}, {1024, 4096}, {1}})  // the 64-query-tile kernel beside the default
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GpuAttentionBwdBf16)
-    ->ArgsProduct({{64, 128}, {1024, 2048, 4096, 8192}})
-    ->Args({96, 1024})
+    ->ArgsProduct({{64, 128}, {1024, 2048, 4096, 8192}, {0}})
+    ->Args({96, 1024, 0})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_GpuAttentionFwdF32)->Args({64, 1024})->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_GpuAttentionBwdF32)->Args({64, 1024})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GpuAttentionFwdF32)->Args({64, 1024, 0})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GpuAttentionBwdF32)->Args({64, 1024, 0})->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // ---- expert FFN: m tokens per expert (balanced), two shapes (kExpertShapes) --------------------------------------
 // float32 with TF32, or bfloat16 (float32 accumulation). Work (forward + backward) = 11 GEMMs of 2·P·d·D FLOPs

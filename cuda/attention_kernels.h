@@ -60,6 +60,10 @@ extern template void attention_backward<double>(const AttnShape&, const double*,
 namespace detail {
 // The head dims the tensor-core kernels are built for: 64 and 128, and 96 (d_model 1536 with 16 heads, 3b-*).
 inline bool mma_head_dim(int64_t Dh) { return Dh == 64 || Dh == 96 || Dh == 128; }
+// The forward tensor-core kernel's rows per warp: 16 x m_tiles (1: 64-query tiles, Q fragments in registers; 2, the
+// default: 128-query tiles, each K/V fragment feeds two MMAs). Process-wide; for benchmarks and parity tests.
+void set_attention_forward_m_tiles(int m_tiles);
+int attention_forward_m_tiles();
 // Tensor-core bf16 kernels (cuda/attention_mma.cu); raw bf16 bits, preconditions checked by the callers above.
 // dsum: contiguous [B, H, T] float, rowsum(dout ⊙ out).
 void attention_forward_mma(const AttnShape& s, const uint16_t* q, AttnStrides qs, const uint16_t* k, AttnStrides ks,

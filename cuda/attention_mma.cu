@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "core/error.h"
@@ -114,9 +115,9 @@ struct MmaArgs {
 
 constexpr int kBQ = 64, kBK = 64, kQC = 32;  // query tile, key tile, query chunk of the dk/dv pass
 
-template <int DH>
+template <int DH, int MT>
 constexpr size_t fwd_smem() {
-  return size_t(kBQ + 4 * kBK) * (DH + 8) * 2;
+  return size_t(kBQ * MT + 4 * kBK) * (DH + 8) * 2;
 }
 template <int DH>
 constexpr size_t kv_smem() {
@@ -127,32 +128,41 @@ constexpr size_t q_smem() {
   return size_t(2 * kBQ + 4 * kBK) * (DH + 8) * 2;
 }
 
-// ---- forward: one block per (b, h, 64-query tile); each warp 16 queries; K/V tiles double-buffered --------------
-template <int DH>
+// ---- forward: one block per (b, h, tile of 64·MT queries); K/V tiles of 64 keys double-buffered ---------------
+// Warp w owns rows 64·mt + 16·w of each m-tile mt < MT. With MT = 2 (FlashAttention-2's 128-query tiles) every K
+// and V fragment read from shared memory feeds two MMAs instead of one, halving the shared-memory traffic per FLOP;
+// Q fragments then come from shared memory at each k-step (MT = 1 keeps them all in registers). Under causal
+// masking an m-tile whose rows all precede a key tile skips it.
+template <int DH, int MT>
 __global__ void __launch_bounds__(kThreads) attn_fwd_mma_kernel(const MmaArgs a) {
-  constexpr int LDS = DH + 8;  // padded row: ldmatrix rows land on distinct banks
+  constexpr int LDS = DH + 8, BQ = kBQ * MT;  // padded row: ldmatrix rows land on distinct banks
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  uint16_t* Qs = reinterpret_cast<uint16_t*>(smem_raw);  // [kBQ][LDS]
-  uint16_t* Ks = Qs + kBQ * LDS;                         // [2][kBK][LDS]
+  uint16_t* Qs = reinterpret_cast<uint16_t*>(smem_raw);  // [BQ][LDS]
+  uint16_t* Ks = Qs + BQ * LDS;                          // [2][kBK][LDS]
   uint16_t* Vs = Ks + 2 * kBK * LDS;                     // [2][kBK][LDS]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3, w0 = warp * 16;
-  const int64_t BH = a.B * a.H, task = blockIdx.x, qb = a.nqb - 1 - task / BH, bh = task % BH;
-  const int64_t b = bh / a.H, h = bh % a.H, hk = h / a.G, i0 = qb * kBQ;
+  const int64_t nqb = (a.T + BQ - 1) / BQ, BH = a.B * a.H, task = blockIdx.x, qb = nqb - 1 - task / BH;
+  const int64_t bh = task % BH, b = bh / a.H, h = bh % a.H, hk = h / a.G, i0 = qb * BQ;
   const uint16_t* qp = a.q + b * a.qs.batch + h * a.qs.head;
   const uint16_t* kp = a.k + b * a.ks.batch + hk * a.ks.head;
   const uint16_t* vp = a.v + b * a.vs.batch + hk * a.vs.head;
-  const int64_t nk = a.causal ? min64(a.nkb, qb + 1) : a.nkb;  // kBQ == kBK: the diagonal tile is qb
+  // key tiles up to the one holding the tile's last query under causal masking
+  const int64_t nk = a.causal ? min64(a.nkb, (i0 + BQ - 1) / kBK + 1) : a.nkb;
 
-  load_tile_async<DH>(Qs, LDS, qp, a.qs.time, i0, kBQ, a.T);
+  load_tile_async<DH>(Qs, LDS, qp, a.qs.time, i0, BQ, a.T);
   load_tile_async<DH>(Ks, LDS, kp, a.ks.time, 0, kBK, a.T);
   load_tile_async<DH>(Vs, LDS, vp, a.vs.time, 0, kBK, a.T);
   cp_async_commit();
 
-  uint32_t qf[DH / 16][4];
-  float o[DH / 8][4];
+  uint32_t qf[MT == 1 ? DH / 16 : 1][4];  // MT = 1: every Q fragment of the warp's rows, loaded once
+  float o[MT][DH / 8][4];
 #pragma unroll
-  for (int dt = 0; dt < DH / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8 (log2 domain); l per thread
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int dt = 0; dt < DH / 8; ++dt) o[mt][dt][0] = o[mt][dt][1] = o[mt][dt][2] = o[mt][dt][3] = 0.0f;
+  float m[MT][2], l[MT][2];  // rows g and g + 8 of each m-tile (log2 domain); l per thread
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
 
   for (int64_t kb = 0; kb < nk; ++kb) {
     const int cur = int(kb & 1);
@@ -165,91 +175,125 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_mma_kernel(const MmaArgs a)
       cp_async_wait<0>();
     }
     __syncthreads();
-    if (kb == 0) {
+    if constexpr (MT == 1) {
+      if (kb == 0) {
 #pragma unroll
-      for (int kk = 0; kk < DH / 16; ++kk) ldsm_x4(qf[kk], smem_u32(Qs + a_off(lane, w0, kk * 16, LDS)));
+        for (int kk = 0; kk < DH / 16; ++kk) ldsm_x4(qf[kk], smem_u32(Qs + a_off(lane, w0, kk * 16, LDS)));
+      }
     }
     const uint16_t* Kc = Ks + cur * kBK * LDS;
     const uint16_t* Vc = Vs + cur * kBK * LDS;
-    // S = Q K^T: 16 x 64 per warp
-    float s[8][4];
+    const int64_t j0 = kb * kBK;
+    bool live[MT];  // (warp-uniform) some row of the warp's m-tile sees some key of this tile
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+    for (int mt = 0; mt < MT; ++mt) live[mt] = !(a.causal && j0 > i0 + mt * kBQ + w0 + 15);
+    // S = Q K^T: 16 x 64 per warp and m-tile
+    float s[MT][8][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < DH / 16; ++kk) {
+      uint32_t qa[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        if constexpr (MT == 1) {
+          qa[mt][0] = qf[kk][0], qa[mt][1] = qf[kk][1], qa[mt][2] = qf[kk][2], qa[mt][3] = qf[kk][3];
+        } else {
+          ldsm_x4(qa[mt], smem_u32(Qs + a_off(lane, mt * kBQ + w0, kk * 16, LDS)));
+        }
+      }
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
         uint32_t bf[4];
         ldsm_x4(bf, smem_u32(Kc + bt_off(lane, np * 16, kk * 16, LDS)));
-        mma(s[2 * np], qf[kk], bf[0], bf[1]);
-        mma(s[2 * np + 1], qf[kk], bf[2], bf[3]);
-      }
-    }
-    // scale into the log2 domain; mask keys past T and, under causal, keys after the query
-    const int64_t j0 = kb * kBK;
-    const bool need_mask = j0 + kBK > a.T || (a.causal && j0 + kBK - 1 > i0 + w0);
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[nt][e] * a.scale_log2;
-        if (need_mask) {  // T < 2^31 (checked on the host)
-          const int j = int(j0) + nt * 8 + 2 * tq + (e & 1), i = int(i0) + w0 + g + 8 * (e >> 1);
-          if (j >= int(a.T) || (a.causal && j > i)) x = -INFINITY;
+        for (int mt = 0; mt < MT; ++mt) {
+          if (!live[mt]) continue;
+          mma(s[mt][2 * np], qa[mt], bf[0], bf[1]);
+          mma(s[mt][2 * np + 1], qa[mt], bf[2], bf[3]);
         }
-        s[nt][e] = x;
       }
     }
-    // online softmax per row: m' = max(m, max s), p = 2^(s - m'), l' = 2^(m - m') l + sum p
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = m[r];
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float ms = mx == -INFINITY ? 0.0f : mx;
-      const float alpha = exp2f(m[r] - ms);
-      m[r] = mx;
-      float sum = 0.0f;
+    for (int mt = 0; mt < MT; ++mt) {
+      if (!live[mt]) continue;
+      const int64_t r0 = i0 + mt * kBQ + w0;  // the m-tile's first row for this warp
+      // scale into the log2 domain; mask keys past T and, under causal, keys after the query
+      const bool need_mask = j0 + kBK > a.T || (a.causal && j0 + kBK - 1 > r0);
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
-        s[nt][2 * r] = exp2f(s[nt][2 * r] - ms);
-        s[nt][2 * r + 1] = exp2f(s[nt][2 * r + 1] - ms);
-        sum += s[nt][2 * r] + s[nt][2 * r + 1];
-      }
-      l[r] = l[r] * alpha + sum;
 #pragma unroll
-      for (int dt = 0; dt < DH / 8; ++dt) o[dt][2 * r] *= alpha, o[dt][2 * r + 1] *= alpha;
+        for (int e = 0; e < 4; ++e) {
+          float x = s[mt][nt][e] * a.scale_log2;
+          if (need_mask) {  // T < 2^31 (checked on the host)
+            const int j = int(j0) + nt * 8 + 2 * tq + (e & 1), i = int(r0) + g + 8 * (e >> 1);
+            if (j >= int(a.T) || (a.causal && j > i)) x = -INFINITY;
+          }
+          s[mt][nt][e] = x;
+        }
+      }
+      // online softmax per row: m' = max(m, max s), p = 2^(s - m'), l' = 2^(m - m') l + sum p
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = m[mt][r];
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float ms = mx == -INFINITY ? 0.0f : mx;
+        const float alpha = exp2f(m[mt][r] - ms);
+        m[mt][r] = mx;
+        float sum = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          s[mt][nt][2 * r] = exp2f(s[mt][nt][2 * r] - ms);
+          s[mt][nt][2 * r + 1] = exp2f(s[mt][nt][2 * r + 1] - ms);
+          sum += s[mt][nt][2 * r] + s[mt][nt][2 * r + 1];
+        }
+        l[mt][r] = l[mt][r] * alpha + sum;
+#pragma unroll
+        for (int dt = 0; dt < DH / 8; ++dt) o[mt][dt][2 * r] *= alpha, o[mt][dt][2 * r + 1] *= alpha;
+      }
     }
     // O += P V (P rounded to bf16 as the A operand)
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      uint32_t pa[4];
-      acc_to_a(pa, s[2 * kk], s[2 * kk + 1]);
+      uint32_t pa[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) acc_to_a(pa[mt], s[mt][2 * kk], s[mt][2 * kk + 1]);
 #pragma unroll
       for (int dp = 0; dp < DH / 16; ++dp) {
         uint32_t bf[4];
         ldsm_x4_trans(bf, smem_u32(Vc + b_off(lane, kk * 16, dp * 16, LDS)));
-        mma(o[2 * dp], pa, bf[0], bf[1]);
-        mma(o[2 * dp + 1], pa, bf[2], bf[3]);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          if (!live[mt]) continue;
+          mma(o[mt][2 * dp], pa[mt], bf[0], bf[1]);
+          mma(o[mt][2 * dp + 1], pa[mt], bf[2], bf[3]);
+        }
       }
     }
     __syncthreads();  // this buffer is refilled two tiles on
   }
   // out = O / l, lse = ln(2^m l) = m ln 2 + ln l
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    const int64_t i = i0 + w0 + g + 8 * r;
-    if (i >= a.T) continue;
-    const float inv = 1.0f / l[r];
-    uint16_t* orow = a.out + b * a.os.batch + h * a.os.head + i * a.os.time;
+  for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-    for (int dt = 0; dt < DH / 8; ++dt)
-      *reinterpret_cast<uint32_t*>(orow + dt * 8 + 2 * tq) = pack_bf16(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
-    if (tq == 0) a.lse_out[bh * a.T + i] = m[r] * kLn2 + logf(l[r]);
+    for (int r = 0; r < 2; ++r) {
+      l[mt][r] += __shfl_xor_sync(0xffffffffu, l[mt][r], 1);
+      l[mt][r] += __shfl_xor_sync(0xffffffffu, l[mt][r], 2);
+      const int64_t i = i0 + mt * kBQ + w0 + g + 8 * r;
+      if (i >= a.T) continue;
+      const float inv = 1.0f / l[mt][r];
+      uint16_t* orow = a.out + b * a.os.batch + h * a.os.head + i * a.os.time;
+#pragma unroll
+      for (int dt = 0; dt < DH / 8; ++dt)
+        *reinterpret_cast<uint32_t*>(orow + dt * 8 + 2 * tq) =
+            pack_bf16(o[mt][dt][2 * r] * inv, o[mt][dt][2 * r + 1] * inv);
+      if (tq == 0) a.lse_out[bh * a.T + i] = m[mt][r] * kLn2 + logf(l[mt][r]);
+    }
   }
 }
 
@@ -524,7 +568,15 @@ MmaArgs make_args(const AttnShape& s, const char* op) {
   return a;
 }
 
+std::atomic<int> g_forward_m_tiles{2};
+
 }  // namespace
+
+void set_attention_forward_m_tiles(int m_tiles) {
+  UOE_CHECK(m_tiles == 1 || m_tiles == 2, "[set_attention_forward_m_tiles] 1 or 2 m-tiles per warp, got ", m_tiles);
+  g_forward_m_tiles = m_tiles;
+}
+int attention_forward_m_tiles() { return g_forward_m_tiles; }
 
 void attention_forward_mma(const AttnShape& s, const uint16_t* q, AttnStrides qs, const uint16_t* k, AttnStrides ks,
                            const uint16_t* v, AttnStrides vs, uint16_t* out, AttnStrides os, float* lse) {
@@ -535,7 +587,10 @@ void attention_forward_mma(const AttnShape& s, const uint16_t* q, AttnStrides qs
     const LaunchContext c = launch_context(op);
     MmaArgs a = make_args(s, op);
     a.q = q, a.k = k, a.v = v, a.out = out, a.lse_out = lse, a.qs = qs, a.ks = ks, a.vs = vs, a.os = os;
-    launch(attn_fwd_mma_kernel<DH>, a.nqb * s.B * s.H, fwd_smem<DH>(), c, op, a);
+    if (attention_forward_m_tiles() == 2)
+      launch(attn_fwd_mma_kernel<DH, 2>, (s.T + 2 * kBQ - 1) / (2 * kBQ) * s.B * s.H, fwd_smem<DH, 2>(), c, op, a);
+    else
+      launch(attn_fwd_mma_kernel<DH, 1>, a.nqb * s.B * s.H, fwd_smem<DH, 1>(), c, op, a);
   });
 }
 

@@ -375,26 +375,31 @@ void check_attention_bf16(const AttnCase& c, bool expect_tensor_cores) {
                                  ptr<float>(lse), ptr<float>(dof), qs, ptr<float>(dq), qs, ptr<float>(dk), ks,
                                  ptr<float>(dv), ks);
   const Tensor gq = to_gpu(q), gk = to_gpu(k), gv = to_gpu(v), gdout = to_gpu(dout);
-  Tensor gout = poisoned(q.shape(), DType::BFloat16), glse = poisoned(lse.shape(), DType::Float32),
-         gdq = poisoned(q.shape(), DType::BFloat16), gdk = poisoned(k.shape(), DType::BFloat16),
-         gdv = poisoned(v.shape(), DType::BFloat16);
-  EXPECT_EQ(cuda::attention_bf16_uses_tensor_cores(s, {ptr<BFloat16>(gq), ptr<BFloat16>(gk), ptr<BFloat16>(gout)},
-                                                   {qs, ks}),
-            expect_tensor_cores);
-  cuda::attention_forward_bf16(s, ptr<BFloat16>(gq), qs, ptr<BFloat16>(gk), ks, ptr<BFloat16>(gv), ks,
-                               ptr<BFloat16>(gout), qs, ptr<float>(glse));
-  cuda::attention_backward_bf16(s, ptr<BFloat16>(gq), qs, ptr<BFloat16>(gk), ks, ptr<BFloat16>(gv), ks,
-                                ptr<BFloat16>(gout), qs, ptr<float>(glse), ptr<BFloat16>(gdout), qs,
-                                ptr<BFloat16>(gdq), qs, ptr<BFloat16>(gdk), ks, ptr<BFloat16>(gdv), ks);
-  sync();
-  const std::string what = "bf16 B=" + std::to_string(c.B) + " H=" + std::to_string(c.H) + " Hkv=" +
-                           std::to_string(c.Hkv) + " T=" + std::to_string(c.T) + " Dh=" + std::to_string(c.Dh) +
-                           " causal=" + std::to_string(c.causal);
-  EXPECT_LE(rel_err(gout, out), 1e-2) << what;
-  EXPECT_LE(rel_err(glse, lse), 1e-3) << what;
-  EXPECT_LE(rel_err(gdq, dq), 2e-2) << what;
-  EXPECT_LE(rel_err(gdk, dk), 2e-2) << what;
-  EXPECT_LE(rel_err(gdv, dv), 2e-2) << what;
+  const int m_tiles_before = cuda::detail::attention_forward_m_tiles();
+  for (int m_tiles : {1, 2}) {  // both forward kernels: 64- and 128-query tiles
+    cuda::detail::set_attention_forward_m_tiles(m_tiles);
+    Tensor gout = poisoned(q.shape(), DType::BFloat16), glse = poisoned(lse.shape(), DType::Float32),
+           gdq = poisoned(q.shape(), DType::BFloat16), gdk = poisoned(k.shape(), DType::BFloat16),
+           gdv = poisoned(v.shape(), DType::BFloat16);
+    EXPECT_EQ(cuda::attention_bf16_uses_tensor_cores(s, {ptr<BFloat16>(gq), ptr<BFloat16>(gk), ptr<BFloat16>(gout)},
+                                                     {qs, ks}),
+              expect_tensor_cores);
+    cuda::attention_forward_bf16(s, ptr<BFloat16>(gq), qs, ptr<BFloat16>(gk), ks, ptr<BFloat16>(gv), ks,
+                                 ptr<BFloat16>(gout), qs, ptr<float>(glse));
+    cuda::attention_backward_bf16(s, ptr<BFloat16>(gq), qs, ptr<BFloat16>(gk), ks, ptr<BFloat16>(gv), ks,
+                                  ptr<BFloat16>(gout), qs, ptr<float>(glse), ptr<BFloat16>(gdout), qs,
+                                  ptr<BFloat16>(gdq), qs, ptr<BFloat16>(gdk), ks, ptr<BFloat16>(gdv), ks);
+    sync();
+    const std::string what = "bf16 B=" + std::to_string(c.B) + " H=" + std::to_string(c.H) + " Hkv=" +
+                             std::to_string(c.Hkv) + " T=" + std::to_string(c.T) + " Dh=" + std::to_string(c.Dh) +
+                             " causal=" + std::to_string(c.causal) + " m_tiles=" + std::to_string(m_tiles);
+    EXPECT_LE(rel_err(gout, out), 1e-2) << what;
+    EXPECT_LE(rel_err(glse, lse), 1e-3) << what;
+    EXPECT_LE(rel_err(gdq, dq), 2e-2) << what;
+    EXPECT_LE(rel_err(gdk, dk), 2e-2) << what;
+    EXPECT_LE(rel_err(gdv, dv), 2e-2) << what;
+  }
+  cuda::detail::set_attention_forward_m_tiles(m_tiles_before);
 }
 
 TEST_F(CudaMoeKernels, AttentionBf16MatchesCpuFloat) {
@@ -404,6 +409,7 @@ TEST_F(CudaMoeKernels, AttentionBf16MatchesCpuFloat) {
   check_attention_bf16({1, 1, 1, 5, 64, true}, true);
   check_attention_bf16({2, 6, 2, 150, 96, true}, true);    // head dim 96 (the 3b presets), grouped queries
   check_attention_bf16({1, 4, 2, 100, 64, false}, true);   // grouped queries without the causal mask
+  check_attention_bf16({1, 2, 1, 300, 128, true}, true);    // 128-query tiles: a full one, a partial one
   check_attention_bf16({1, 3, 1, 77, 32, true}, false);  // scalar kernels on bf16 storage
 }
 
