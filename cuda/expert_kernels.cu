@@ -16,7 +16,6 @@
 #include "cuda/launch.h"
 #include "cuda/storage_access.cuh"
 #include "cuda/stream.h"
-#include "cuda/sum_doubles.cuh"
 
 namespace uoe::cuda {
 namespace {
@@ -72,19 +71,6 @@ class StageGemms {
   const char* op_;
   std::vector<GemmProblem<Blas>> problems_;
 };
-
-// Deterministic sum of n doubles (cuda/sum_doubles.cuh); synchronises.
-constexpr int kSumThreads = 256;
-double sum_doubles(const LaunchContext& c, const double* v, int64_t n, const char* op) {
-  if (n <= 0) return 0.0;
-  DeviceBuffer out(c.device, sizeof(double));
-  sum_doubles_kernel<kSumThreads><<<1, kSumThreads, 0, c.stream>>>(v, n, out.get<double>());
-  check_launch(op);
-  double host = 0;
-  UOE_CUDA_CHECK(op, cudaMemcpyAsync(&host, out.get<double>(), sizeof(double), cudaMemcpyDeviceToHost, c.stream));
-  UOE_CUDA_CHECK(op, cudaStreamSynchronize(c.stream));
-  return host;
-}
 
 // ---- activations, the formulas of uoe::cpu::vm -------------------------------------------------------------
 __device__ __forceinline__ float silu(float x) {  // x sigma(x), x clamped below at -200 (NaN kept)
@@ -189,7 +175,7 @@ __global__ void route_backward_kernel(RouteSpec s, const int64_t* indices, const
   }
 }
 
-// ---- group L2 norm, router z-loss, load balance ------------------------------------------------------------
+// ---- group L2 norm ----------------------------------------------------------------------------------------
 template <typename T>
 __global__ void group_l2norm_forward_kernel(int64_t count, int64_t r, const T* h, T* norm) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
@@ -207,50 +193,6 @@ __global__ void group_l2norm_backward_kernel(int64_t count, int64_t r, const T* 
     const int64_t i = e / r;
     const T scale = norm[i] == T(0) ? T(0) : dnorm[i] / norm[i];
     dh[e] = h[e] * scale;
-  }
-}
-
-// lse_t = logsumexp(logits_t) in double; sq_t = lse_t^2 for the deterministic mean.
-template <typename T>
-__global__ void z_loss_forward_kernel(int64_t rows, int64_t n, const T* logits, T* lse, double* sq) {
-  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < rows; t += int64_t(gridDim.x) * blockDim.x) {
-    const T* x = logits + t * n;
-    double mx = -INFINITY, z = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const double v = double(x[i]);
-      mx = mx < v ? v : mx;
-    }
-    for (int64_t i = 0; i < n; ++i) z += exp(double(x[i]) - mx);
-    const double l = mx + log(z);
-    lse[t] = T(l);
-    sq[t] = l * l;
-  }
-}
-
-template <typename T>
-__global__ void z_loss_backward_kernel(int64_t rows, int64_t n, const T* logits, const T* lse, double g, T* dlogits) {
-  const int64_t count = rows * n;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count; e += int64_t(gridDim.x) * blockDim.x) {
-    const double l = double(lse[e / n]), c = 2.0 * g * l / double(rows);
-    dlogits[e] = T(c * exp(double(logits[e]) - l));
-  }
-}
-
-// col[i] = sum_t probs[t, i]: one block per column, fixed strides and tree.
-template <typename T>
-__global__ void column_sums_kernel(int64_t rows, int64_t n, const T* probs, double* col) {
-  __shared__ double part[kThreads];
-  for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
-    double acc = 0;
-    for (int64_t t = threadIdx.x; t < rows; t += kThreads) acc += double(probs[t * n + i]);
-    part[threadIdx.x] = acc;
-    __syncthreads();
-    for (int w = kThreads / 2; w > 0; w /= 2) {
-      if (int(threadIdx.x) < w) part[threadIdx.x] += part[threadIdx.x + w];
-      __syncthreads();
-    }
-    if (threadIdx.x == 0) col[i] = part[0];
-    __syncthreads();
   }
 }
 
@@ -282,7 +224,7 @@ constexpr int kPlanThreads = 1024;
 constexpr int64_t kMaxPlanExperts = 4096;  // the counting histogram lives in shared memory
 
 // counts[e] += the slots routed to expert e (a shared-memory histogram per block, then one atomic per expert);
-// first_bad = the smallest slot whose index is outside [-1, n). Integer atomics: exact whatever the order.
+// first_bad (nullable) = the smallest slot whose index is outside [-1, n). Integer atomics: exact whatever the order.
 __global__ void count_slots_kernel(const int64_t* idx, int64_t TK, int64_t n, unsigned long long* counts,
                                    unsigned long long* first_bad) {
   extern __shared__ unsigned long long hist[];  // [n]
@@ -292,7 +234,7 @@ __global__ void count_slots_kernel(const int64_t* idx, int64_t TK, int64_t n, un
     const int64_t v = idx[i];
     if (v >= 0 && v < n)
       atomicAdd(&hist[v], 1ull);
-    else if (v != -1)
+    else if (v != -1 && first_bad)
       atomicMin(first_bad, static_cast<unsigned long long>(i));
   }
   __syncthreads();
@@ -549,55 +491,18 @@ void group_l2norm_backward(int64_t rows, int64_t groups, int64_t r, const T* h, 
   check_launch("group_l2norm backward");
 }
 
-// ---- router z-loss ----------------------------------------------------------------------------------------
-template <typename T>
-double router_z_loss_forward(int64_t rows, int64_t n, const T* logits, T* lse) {
-  const char* op = "router_z_loss";
-  if (rows == 0) return 0.0;
-  const LaunchContext c = launch_context(op);
-  DeviceBuffer sq = buffer<double>(c, rows);
-  z_loss_forward_kernel<T><<<blocks_for(rows), kThreads, 0, c.stream>>>(rows, n, logits, lse, sq.get<double>());
-  check_launch(op);
-  return sum_doubles(c, sq.get<double>(), rows, op) / double(rows);
-}
-
-template <typename T>
-void router_z_loss_backward(int64_t rows, int64_t n, const T* logits, const T* lse, double g, T* dlogits) {
-  const char* op = "router_z_loss backward";
-  if (rows * n == 0) return;
-  const LaunchContext c = launch_context(op);
-  z_loss_backward_kernel<T><<<blocks_for(rows * n), kThreads, 0, c.stream>>>(rows, n, logits, lse, g, dlogits);
-  check_launch(op);
-}
-
 // ---- load balance -----------------------------------------------------------------------------------------
-int64_t count_routed(const int64_t* indices, int64_t pairs, int64_t n, int64_t* counts) {
+void count_routed(const int64_t* indices, int64_t pairs, int64_t n, int64_t* counts) {
   const char* op = "load_balance_loss";
-  std::vector<int64_t> host(size_t(std::max<int64_t>(pairs, 0)));
-  if (pairs > 0) {
-    const LaunchContext c = launch_context(op);
-    UOE_CUDA_CHECK(op, cudaMemcpyAsync(host.data(), indices, host.size() * sizeof(int64_t), cudaMemcpyDeviceToHost,
-                                       c.stream));
-    UOE_CUDA_CHECK(op, cudaStreamSynchronize(c.stream));
-  }
-  return cpu::count_routed(host.data(), pairs, n, counts);
-}
-
-template <typename T>
-double load_balance_forward(int64_t rows, int64_t n, const T* probs, const int64_t* counts, int64_t total) {
-  const char* op = "load_balance_loss";
-  if (rows == 0 || total == 0 || n == 0) return 0.0;
+  UOE_CHECK(n >= 1 && n <= kMaxPlanExperts, "[", op, "] counts 1 to ", kMaxPlanExperts, " experts on a GPU, got ", n);
   const LaunchContext c = launch_context(op);
-  DeviceBuffer col = buffer<double>(c, n);
-  column_sums_kernel<T><<<row_blocks(n), kThreads, 0, c.stream>>>(rows, n, probs, col.get<double>());
+  static_assert(sizeof(int64_t) == sizeof(unsigned long long), "counts are added as unsigned long long");
+  auto* tally = reinterpret_cast<unsigned long long*>(counts);
+  zero(c, tally, n, op);
+  if (pairs == 0) return;
+  count_slots_kernel<<<blocks_for(pairs, kPlanThreads), kPlanThreads, size_t(n) * sizeof(unsigned long long),
+                       c.stream>>>(indices, pairs, n, tally, nullptr);
   check_launch(op);
-  std::vector<double> host(static_cast<size_t>(n));
-  UOE_CUDA_CHECK(op, cudaMemcpyAsync(host.data(), col.get<double>(), host.size() * sizeof(double),
-                                     cudaMemcpyDeviceToHost, c.stream));
-  UOE_CUDA_CHECK(op, cudaStreamSynchronize(c.stream));
-  double acc = 0;
-  for (int64_t i = 0; i < n; ++i) acc += double(counts[i]) * host[size_t(i)];
-  return double(n) * acc / (double(total) * double(rows));
 }
 
 // ---- grouped SwiGLU experts -------------------------------------------------------------------------------
@@ -745,9 +650,6 @@ void expert_ffn_backward_bf16(const ExpertShape& s, const DeviceExpertPlan& plan
   template void route_backward<T>(const RouteSpec&, const int64_t*, const T*, const T*, const T*, T*);                \
   template void group_l2norm_forward<T>(int64_t, int64_t, int64_t, const T*, T*);                                     \
   template void group_l2norm_backward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*);                \
-  template double router_z_loss_forward<T>(int64_t, int64_t, const T*, T*);                                           \
-  template void router_z_loss_backward<T>(int64_t, int64_t, const T*, const T*, double, T*);                          \
-  template double load_balance_forward<T>(int64_t, int64_t, const T*, const int64_t*, int64_t);                       \
   template void expert_ffn_forward<T>(const ExpertShape&, const DeviceExpertPlan&, const T*, const T*, const T*, const T*,  \
                                       const T*, const T*, T*);                                                        \
   template void expert_ffn_backward<T>(const ExpertShape&, const DeviceExpertPlan&, const T*, const T*, const T*, const T*, \

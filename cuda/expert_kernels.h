@@ -1,4 +1,4 @@
-// uoe::cuda MoE kernels: the CUDA mirror of ops/cpu/expert_kernels.h (routing, group L2 norm, router losses,
+// uoe::cuda MoE kernels: the CUDA mirror of ops/cpu/expert_kernels.h (routing, group L2 norm, expert counts,
 // dropless grouped SwiGLU experts), name for name and signature for signature, on device pointers; the experts
 // also natively in bfloat16.
 #pragma once
@@ -12,9 +12,8 @@
 
 // Conventions (besides those of ops/cpu/expert_kernels.h, whose semantics every kernel here repeats):
 //  * Array pointers are device pointers on the current CUDA device, except where a comment says "host".
-//    Work is issued to cuda::current_stream(current device); calls return before the kernels finish, except
-//    those returning a value computed on the device (router_z_loss_forward, count_routed,
-//    load_balance_forward), which synchronise the stream.
+//    Work is issued to cuda::current_stream(current device); calls return before the kernels finish (the expert
+//    plan alone waits, for the row counts it copies back).
 //  * The experts take a DeviceExpertPlan (cuda::plan_experts): the CPU's plan built on the GPU, whose only copy
 //    to the host is what the grouped GEMMs need, the number of rows of each expert. (The CPU kernels take the
 //    host cpu::ExpertPlan instead: the one place where the signatures differ.)
@@ -39,18 +38,10 @@ void group_l2norm_forward(int64_t rows, int64_t groups, int64_t r, const T* h, T
 template <typename T>
 void group_l2norm_backward(int64_t rows, int64_t groups, int64_t r, const T* h, const T* norm, const T* dnorm, T* dh);
 
-// ---- router z-loss (forward returns the loss: synchronises) ------------------------------------------------
-template <typename T>
-double router_z_loss_forward(int64_t rows, int64_t n, const T* logits, T* lse);
-template <typename T>
-void router_z_loss_backward(int64_t rows, int64_t n, const T* logits, const T* lse, double g, T* dlogits);
-
-// ---- load balance -----------------------------------------------------------------------------------------
-// indices: device; counts: HOST array of n entries (written). Synchronises.
-int64_t count_routed(const int64_t* indices, int64_t pairs, int64_t n, int64_t* counts);
-// probs: device [rows, n]; counts: HOST array of n entries (the op counts on its host copy of the indices).
-template <typename T>
-double load_balance_forward(int64_t rows, int64_t n, const T* probs, const int64_t* counts, int64_t total);
+// ---- expert counts ----------------------------------------------------------------------------------------
+// counts: device, n <= 4096 entries. Indices outside [-1, n) are not counted here (and not reported: the caller
+// checks them where it can afford a host copy).
+void count_routed(const int64_t* indices, int64_t pairs, int64_t n, int64_t* counts);
 
 // ---- the expert plan, on the device ----------------------------------------------------------------------
 // cpu::ExpertPlan's content: the (token, slot) pairs sorted by expert, stable (slot order inside an expert).
@@ -91,9 +82,6 @@ void expert_ffn_backward_bf16(const ExpertShape& s, const DeviceExpertPlan& plan
   extern template void route_backward<T>(const RouteSpec&, const int64_t*, const T*, const T*, const T*, T*);      \
   extern template void group_l2norm_forward<T>(int64_t, int64_t, int64_t, const T*, T*);                           \
   extern template void group_l2norm_backward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*);      \
-  extern template double router_z_loss_forward<T>(int64_t, int64_t, const T*, T*);                                 \
-  extern template void router_z_loss_backward<T>(int64_t, int64_t, const T*, const T*, double, T*);                \
-  extern template double load_balance_forward<T>(int64_t, int64_t, const T*, const int64_t*, int64_t);             \
   extern template void expert_ffn_forward<T>(const ExpertShape&, const DeviceExpertPlan&, const T*, const T*, const T*,  \
                                              const T*, const T*, const T*, T*);                                    \
   extern template void expert_ffn_backward<T>(const ExpertShape&, const DeviceExpertPlan&, const T*, const T*, const T*, \

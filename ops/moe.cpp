@@ -10,6 +10,7 @@
 #include "ops/backend.h"
 #include "ops/cpu/expert_kernels.h"
 #include "ops/op_utils.h"
+#include "ops/ops.h"
 #if UOE_WITH_CUDA
 #include "cuda/expert_kernels.h"
 #endif
@@ -149,46 +150,6 @@ struct GroupL2NormBackward final : autograd::Node {
   }
 };
 
-// ================================ router z-loss ================================
-struct RouterZLossBackward final : autograd::Node {
-  Shape in_shape;
-  DType dtype;
-  RouterZLossBackward(Shape s, DType d) : in_shape(std::move(s)), dtype(d) {}
-  std::string name() const override { return "router_z_loss"; }
-  std::vector<Tensor> apply(const Tensor& g) override {
-    const Tensor logits = saved(0), lse = saved(1);
-    const OnDevice on_device(logits);
-    const int64_t n = logits.size(-1), rows = n ? logits.numel() / n : 0;
-    Tensor dl = empty(logits.shape(), like(logits));
-    dispatch_float(logits.dtype(), "router_z_loss", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      UOE_KERNEL(logits, router_z_loss_backward<T>(rows, n, logits.data_ptr<T>(), lse.data_ptr<T>(),
-                                                   g.item<double>(), dl.data_ptr<T>()));
-    });
-    return {restore(dl, dtype).reshape(in_shape)};
-  }
-};
-
-// ================================ load balance ================================
-// d loss / d probs[t, i] = g * n f_i / T (f is a constant of the routing).
-struct LoadBalanceBackward final : autograd::Node {
-  std::vector<double> scale;  // [n]: n f_i / T
-  Shape in_shape;
-  DType dtype;
-  Device device;
-  LoadBalanceBackward(std::vector<double> s, Shape sh, DType d, Device dev)
-      : scale(std::move(s)), in_shape(std::move(sh)), dtype(d), device(dev) {}
-  std::string name() const override { return "load_balance_loss"; }
-  std::vector<Tensor> apply(const Tensor& g) override {
-    const double gv = g.item<double>();
-    const int64_t n = int64_t(scale.size()), T = in_shape[0];
-    std::vector<double> dp(size_t(T * n));
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t i = 0; i < n; ++i) dp[size_t(t * n + i)] = gv * scale[size_t(i)];
-    return {from_vector(dp, in_shape).to(dtype).to(device), Tensor()};
-  }
-};
-
 // ================================ expert_ffn ================================
 struct ExpertFfnBackward final : autograd::Node {
   cpu::ExpertShape shape;
@@ -312,48 +273,49 @@ Tensor group_l2norm(const Tensor& h, int64_t groups) {
   return y;
 }
 
+// counts[e]: the (token, slot) pairs of indices routed to expert e, int64 [n] on the indices' device. On the CPU the
+// slots are checked first (one error naming the first bad one); a GPU counts without a copy to the host, leaving
+// out slots outside [-1, n) (expert_ffn, which reads the same indices, reports them).
+Tensor routed_counts(const char* op, const Tensor& indices, int64_t n, const std::string& shapes) {
+  Tensor counts = empty({n}, TensorOptions{}.with_dtype(DType::Int64).with_device(indices.device()));
+  if (indices.is_cuda()) {
+    const Tensor idx = indices.to(DType::Int64).contiguous();
+    UOE_KERNEL(idx, count_routed(idx.data_ptr<int64_t>(), idx.numel(), n, counts.data_ptr<int64_t>()));
+  } else {
+    const Tensor idx = checked_slots(op, "indices", indices, n, shapes);
+    cpu::count_routed(idx.data_ptr<int64_t>(), idx.numel(), n, counts.data_ptr<int64_t>());
+  }
+  return counts;
+}
+
+// The auxiliary losses are composed of primitive ops: their gradients are those ops' own, and on a GPU neither
+// waits for the device.
 Tensor load_balance_loss(const Tensor& probs, const Tensor& indices) {
   const char* op = "load_balance_loss";
   check_same_device(op, {probs, indices});
   check_floating(op, "probs", probs);
+  check_index(op, "indices", indices);
   const OnDevice on_device(probs);
   const std::string shapes = " (probs " + shape_str(probs.shape()) + ", indices " + shape_str(indices.shape()) + ")";
   UOE_CHECK(probs.dim() == 2 && indices.dim() == 2 && probs.size(0) == indices.size(0),
             "[load_balance_loss] probs must be [T, n] and indices [T, K] with the same T", shapes);
   const int64_t T = probs.size(0), n = probs.size(1);
-  const Tensor idx = checked_slots(op, "indices", indices, n, shapes), p = prep(probs);
-  std::vector<int64_t> counts(static_cast<size_t>(n));  // counted on the host copy of the indices
-  const int64_t total = cpu::count_routed(idx.data_ptr<int64_t>(), idx.numel(), n, counts.data());
-  const double loss = dispatch_float(p.dtype(), op, [&](auto tag) {
-    using T_ = typename decltype(tag)::type;
-    return UOE_KERNEL(p, load_balance_forward<T_>(T, n, p.data_ptr<T_>(), counts.data(), total));
-  });
-  Tensor y = scalar_tensor(loss, like(probs));
-  std::vector<double> scale(size_t(n), 0.0);  // n f_i / T
-  if (T > 0 && total > 0)
-    for (int64_t i = 0; i < n; ++i)
-      scale[size_t(i)] = double(n) * double(counts[size_t(i)]) / (double(total) * double(T));
-  autograd::record<LoadBalanceBackward>(y, {probs, indices}, std::move(scale), probs.shape(), probs.dtype(),
-                                       probs.device());
-  return y;
+  const Tensor counts = routed_counts(op, indices, n, shapes).to(probs.dtype());  // [n]
+  if (T == 0) return ops::sum(probs);  // 0
+  // f_i = counts_i / total (all 0 when nothing is routed), P_i = mean_t probs[t, i]: n Σ_i f_i P_i
+  const Tensor total = ops::sum(counts);
+  const Tensor f = counts / (total + ops::eq(total, ops::scalar_like(0.0, total)).to(total.dtype()));
+  return ops::sum(ops::mean(probs, {0}) * f) * double(n);
 }
 
 Tensor router_z_loss(const Tensor& logits) {
-  check_same_device("router_z_loss", {logits});
   check_floating("router_z_loss", "logits", logits);
-  const OnDevice on_device(logits);
   UOE_CHECK(logits.dim() >= 1, "[router_z_loss] logits must be [..., n], got ", shape_str(logits.shape()));
-  const Tensor l = prep(logits);
-  const int64_t n = l.size(-1), rows = n ? l.numel() / n : 0;
-  Tensor lse = empty({rows}, like(l));
-  const double loss = dispatch_float(l.dtype(), "router_z_loss", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    return UOE_KERNEL(l, router_z_loss_forward<T>(rows, n, l.data_ptr<T>(), lse.data_ptr<T>()));
-  });
-  Tensor y = scalar_tensor(loss, like(logits));
-  if (auto node = autograd::record<RouterZLossBackward>(y, {logits}, logits.shape(), logits.dtype()))
-    node->save({l, lse});
-  return y;
+  if (logits.numel() == 0) return ops::sum(logits);  // 0
+  // lse_t = m_t + log Σ_i exp(l_ti - m_t) with m_t = max_i l_ti, a shift that changes nothing (no gradient)
+  const Tensor m = ops::max(logits, -1, true).detach();                              // [..., 1]
+  const Tensor lse = ops::log(ops::sum(ops::exp(logits - m), {-1}, true)) + m;      // [..., 1]
+  return ops::mean(lse * lse);
 }
 
 Tensor expert_ffn(const Tensor& x, const Tensor& indices, const Tensor& weights, const Tensor& w_gate,

@@ -32,7 +32,9 @@ Tensor group_l2norm(const Tensor& h, int64_t groups);
 
 // Switch-Transformer load balance loss n * sum_i f_i P_i (0-dim): f_i = fraction of the non-empty (token, slot)
 // pairs of indices routed to expert i (no gradient), P_i = mean over tokens of probs[:, i]. 1.0 for perfectly
-// uniform routing. probs: [T, n] float; indices: [T, K] int (-1 = empty slot).
+// uniform routing. probs: [T, n] float; indices: [T, K] int (-1 = empty slot; other values outside [0, n) are an
+// error on the CPU and left uncounted on a GPU, which counts without waiting for the device).
+// Composed of primitive ops, as is the z-loss: no host synchronisation on a GPU.
 Tensor load_balance_loss(const Tensor& probs, const Tensor& indices);
 
 // Router z-loss (0-dim): mean over tokens of logsumexp(logits_t)^2. logits: [..., n].

@@ -239,51 +239,11 @@ void group_l2norm_backward(int64_t rows, int64_t groups, int64_t r, const T* h, 
   });
 }
 
-// ---- router z-loss ----------------------------------------------------------------------------------------
-template <typename T>
-double router_z_loss_forward(int64_t rows, int64_t n, const T* logits, T* lse) {
-  std::vector<double> l(static_cast<size_t>(rows));
-  for_rows(rows, n, [&](int64_t t) {
-    const T* x = logits + t * n;
-    double mx = -std::numeric_limits<double>::infinity(), z = 0;
-    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, double(x[i]));
-    for (int64_t i = 0; i < n; ++i) z += std::exp(double(x[i]) - mx);
-    l[size_t(t)] = mx + std::log(z);
-    lse[t] = T(l[size_t(t)]);
-  });
-  double total = 0;  // fixed order
-  for (double v : l) total += v * v;
-  return rows ? total / double(rows) : 0.0;
-}
-
-template <typename T>
-void router_z_loss_backward(int64_t rows, int64_t n, const T* logits, const T* lse, double g, T* dlogits) {
-  for_rows(rows, n, [&](int64_t t) {
-    const double l = double(lse[t]), c = 2.0 * g * l / double(rows);
-    for (int64_t i = 0; i < n; ++i) dlogits[t * n + i] = T(c * std::exp(double(logits[t * n + i]) - l));
-  });
-}
-
-// ---- load balance -----------------------------------------------------------------------------------------
-int64_t count_routed(const int64_t* indices, int64_t pairs, int64_t n, int64_t* counts) {
+// ---- expert counts ----------------------------------------------------------------------------------------
+void count_routed(const int64_t* indices, int64_t pairs, int64_t n, int64_t* counts) {
   std::fill(counts, counts + n, int64_t(0));
-  int64_t total = 0;
   for (int64_t i = 0; i < pairs; ++i)
-    if (indices[i] >= 0) ++counts[indices[i]], ++total;
-  return total;
-}
-
-template <typename T>
-double load_balance_forward(int64_t rows, int64_t n, const T* probs, const int64_t* counts, int64_t total) {
-  if (rows == 0 || total == 0) return 0.0;
-  std::vector<double> col(size_t(n), 0.0);  // sum_t probs[t, i], in token order
-  for (int64_t t = 0; t < rows; ++t)
-    for (int64_t i = 0; i < n; ++i) col[size_t(i)] += double(probs[t * n + i]);
-  double acc = 0;
-  for (int64_t i = 0; i < n; ++i) acc += double(counts[i]) * col[size_t(i)];
-  // n sum_i (count_i / total) (col_i / rows): exact 1.0 for uniform probabilities 1/n (n a power of 2) and
-  // balanced counts.
-  return double(n) * acc / (double(total) * double(rows));
+    if (indices[i] >= 0) ++counts[indices[i]];
 }
 
 // ---- grouped SwiGLU experts -------------------------------------------------------------------------------
@@ -416,9 +376,6 @@ void expert_ffn_backward(const ExpertShape& s, const ExpertPlan& plan, const T* 
   template void route_backward<T>(const RouteSpec&, const int64_t*, const T*, const T*, const T*, T*);                \
   template void group_l2norm_forward<T>(int64_t, int64_t, int64_t, const T*, T*);                                     \
   template void group_l2norm_backward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*);                \
-  template double router_z_loss_forward<T>(int64_t, int64_t, const T*, T*);                                           \
-  template void router_z_loss_backward<T>(int64_t, int64_t, const T*, const T*, double, T*);                          \
-  template double load_balance_forward<T>(int64_t, int64_t, const T*, const int64_t*, int64_t);                       \
   template void expert_ffn_forward<T>(const ExpertShape&, const ExpertPlan&, const T*, const T*, const T*, const T*,  \
                                       const T*, const T*, T*);                                                        \
   template void expert_ffn_backward<T>(const ExpertShape&, const ExpertPlan&, const T*, const T*, const T*, const T*, \

@@ -1,4 +1,4 @@
-// uoe::cpu MoE kernels: top-k / top-p routing, group L2 norm, router losses, dropless grouped SwiGLU experts.
+// uoe::cpu MoE kernels: top-k / top-p routing, group L2 norm, expert counts, dropless grouped SwiGLU experts.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -44,20 +44,9 @@ void group_l2norm_forward(int64_t rows, int64_t groups, int64_t r, const T* h, T
 template <typename T>
 void group_l2norm_backward(int64_t rows, int64_t groups, int64_t r, const T* h, const T* norm, const T* dnorm, T* dh);
 
-// ---- router z-loss: mean_t logsumexp(logits_t)^2 ----------------------------------------------------------
-// lse: [rows] (kept for backward). Returns the loss (0 when rows == 0).
-template <typename T>
-double router_z_loss_forward(int64_t rows, int64_t n, const T* logits, T* lse);
-// dlogits[t, i] = g * 2 lse_t softmax(logits_t)_i / rows.
-template <typename T>
-void router_z_loss_backward(int64_t rows, int64_t n, const T* logits, const T* lse, double g, T* dlogits);
-
-// ---- load balance (Switch Transformer) --------------------------------------------------------------------
-// counts[i] = number of (token, slot) pairs routed to expert i (n entries); returns the number of non-empty pairs.
-int64_t count_routed(const int64_t* indices, int64_t pairs, int64_t n, int64_t* counts);
-// loss = n * sum_i f_i P_i with f_i = counts_i / total, P_i = mean_t probs[t, i] (0 when total or rows is 0).
-template <typename T>
-double load_balance_forward(int64_t rows, int64_t n, const T* probs, const int64_t* counts, int64_t total);
+// ---- expert counts ----------------------------------------------------------------------------------------
+// counts[i] = number of (token, slot) pairs routed to expert i (n entries; empty slots -1 not counted).
+void count_routed(const int64_t* indices, int64_t pairs, int64_t n, int64_t* counts);
 
 // ---- dropless grouped SwiGLU experts ----------------------------------------------------------------------
 // y_t = sum_k w_{t,k} (silu(g_{t,e} Wg[e][:, r0:r1]) * (x_t Wu[e][:, r0:r1])) Wd[e][r0:r1, :],  e = I[t,k].
@@ -97,9 +86,6 @@ void expert_ffn_backward(const ExpertShape& s, const ExpertPlan& plan, const T* 
   extern template void route_backward<T>(const RouteSpec&, const int64_t*, const T*, const T*, const T*, T*);      \
   extern template void group_l2norm_forward<T>(int64_t, int64_t, int64_t, const T*, T*);                           \
   extern template void group_l2norm_backward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*);      \
-  extern template double router_z_loss_forward<T>(int64_t, int64_t, const T*, T*);                                 \
-  extern template void router_z_loss_backward<T>(int64_t, int64_t, const T*, const T*, double, T*);                \
-  extern template double load_balance_forward<T>(int64_t, int64_t, const T*, const int64_t*, int64_t);             \
   extern template void expert_ffn_forward<T>(const ExpertShape&, const ExpertPlan&, const T*, const T*, const T*,  \
                                              const T*, const T*, const T*, T*);                                    \
   extern template void expert_ffn_backward<T>(const ExpertShape&, const ExpertPlan&, const T*, const T*, const T*, \
