@@ -118,5 +118,33 @@ try:
         print("  " + l)
 except OSError:
     print("PyTorch peer: not run")
+
+# The issue's bars, each against the figure above that decides it (a bar whose figure is missing says so).
+def bench(pattern, key):
+    hits = [b for b in runs if re.search(pattern, b["name"]) and not b.get("error_occurred") and key in b]
+    return hits[0][key] if hits else None
+def bar(what, value, goal, unit, more=True):
+    if value is None:
+        print(f"  {what:58s} no figure")
+    else:
+        ok = value >= goal if more else value <= goal
+        shown = f"{value:,.0f}" if value >= 1000 else f"{value:.3g}"
+        print(f"  {what:58s} {'PASS' if ok else 'FAIL'}  {shown} {unit} (bar {'>=' if more else '<='} {goal:,} {unit})")
+train = {b.get("label"): b for b in runs if b["name"].startswith("BM_GpuTrainStep") and not b.get("error_occurred")}
+tps = lambda preset: train.get(preset, {}).get("tokens/s")
+print("bars (issue 5; issue 6 for 3b-uoe):")
+bar("bf16 GEMM 8192^3", bench(r"^BM_GpuGemmBf16/8192/", "TFLOP/s"), 600, "TFLOP/s")
+bar("causal attention forward, head dim 128, T 4096", bench(r"^BM_GpuAttentionFwdBf16/128/4096/0/", "TFLOP/s"), 250, "TFLOP/s")
+bar("causal attention backward, head dim 128, T 4096", bench(r"^BM_GpuAttentionBwdBf16/128/4096/0/", "TFLOP/s"), 150, "TFLOP/s")
+bar("expert_ffn / dense GEMMs, 512 tokens per expert", bench(r"^BM_GpuExpertFfnBf16/512/0/", "ratio"), 0.7, "")
+bar("small-dense training", tps("small-dense"), 250000, "tokens/s")
+bar("small-uoe MFU", train.get("small-uoe", {}).get("MFU"), 0.25, "")
+uoe, moe = tps("small-uoe"), tps("small-moe")
+bar("small-uoe tokens/s over small-moe's", uoe / moe if uoe and moe else None, 1.0, "x")
+try:
+    bar("3b-uoe MFU (activation checkpointing)", tflops / 989, 0.25, "")
+    bar("3b-uoe |estimate - peak| / peak", abs(est - peak) / peak, 0.10, "", more=False)
+except NameError:
+    bar("3b-uoe (issue 6)", None, 0, "")
 PY
 stamp "done"
