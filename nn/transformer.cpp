@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "nn/activation_checkpoint.h"
 #include "ops/ops.h"
@@ -17,11 +18,11 @@ Block::Block(const ModelConfig& c, double out_std) {
   ffn = register_module("ffn", make_ffn(c, out_std));
 }
 
-Tensor Block::forward(const Tensor& x, std::optional<DType> compute) {
+Tensor Block::forward(const Tensor& x, std::optional<DType> compute, KvLayer* cache, int64_t pos) {
   const int64_t B = x.size(0), T = x.size(1), d = x.size(2);
   // Norms and the residual stream in x's dtype; attention and the FFN in the compute dtype.
   auto in = [&](const Tensor& t) { return compute ? t.to(*compute) : t; };
-  const Tensor h = x + attn->forward(in(attn_norm->forward(x))).to(x.dtype());            // [B, T, d]
+  const Tensor h = x + attn->forward(in(attn_norm->forward(x)), cache, pos).to(x.dtype());  // [B, T, d]
   const Tensor f = ffn->forward(in(ffn_norm->forward(h)).reshape({B * T, d}));             // [B·T, d]
   return h + f.view({B, T, d}).to(x.dtype());
 }
@@ -36,16 +37,29 @@ LanguageModel::LanguageModel(const ModelConfig& c) : config(c) {
   if (!c.tied_embeddings) head = register_module("head", std::make_shared<Linear>(c.d_model, c.vocab_size));
 }
 
-Tensor LanguageModel::forward(const Tensor& ids) {
+Tensor LanguageModel::forward(const Tensor& ids, KvCache* cache) {
   UOE_CHECK(ids.dim() == 2 && ids.size(1) <= config.context, "[model] ids must be [B, T] with T <= context ",
             config.context, ", got ", shape_str(ids.shape()));
+  UOE_CHECK(!cache || (!autograd::grad_enabled() && cache->layers.size() == blocks.size()),
+            "[model] a cached forward is for inference (NoGradGuard) with a cache from new_cache()");
+  const int64_t pos = cache ? cache->length : 0;
   // [B, T, d]: the residual stream in the parameters' dtype, but float32 when they are stored in bfloat16
   Tensor x = embed->forward(ids);
   if (is_reduced_float(x.dtype())) x = x.to(DType::Float32);
-  for (auto& b : blocks) x = checkpoint_activations ? checkpointed(*b, x) : b->forward(x, compute_dtype);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (cache) x = blocks[i]->forward(x, compute_dtype, &cache->layers[i], pos);
+    else x = checkpoint_activations ? checkpointed(*blocks[i], x) : blocks[i]->forward(x, compute_dtype);
+  }
+  if (cache) cache->length += ids.size(1);
   x = final_norm->forward(x);
   if (compute_dtype) x = x.to(*compute_dtype);
   return head ? head->forward(x) : ops::matmul(x, embed->weight.to(x.dtype()).mT());  // [B, T, vocab]
+}
+
+KvCache LanguageModel::new_cache() const {
+  KvCache cache;
+  cache.layers.assign(blocks.size(), KvLayer{Tensor(), Tensor(), config.context});
+  return cache;
 }
 
 Tensor LanguageModel::checkpointed(Block& block, const Tensor& x) const {

@@ -13,17 +13,30 @@ namespace uoe::nn {
 class Block : public Module {
  public:
   Block(const ModelConfig& c, double out_std);
-  // x: [B, T, d] -> [B, T, d]; attention and FFN run in `compute` (e.g. bfloat16) when set.
-  Tensor forward(const Tensor& x, std::optional<DType> compute = std::nullopt);
+  // x: [B, T, d] -> [B, T, d]; attention and FFN run in `compute` (e.g. bfloat16) when set. With a cache: the
+  // tokens at positions [pos, pos + T) (CausalSelfAttention::forward).
+  Tensor forward(const Tensor& x, std::optional<DType> compute = std::nullopt, KvLayer* cache = nullptr,
+                 int64_t pos = 0);
   std::shared_ptr<RMSNorm> attn_norm, ffn_norm;
   std::shared_ptr<CausalSelfAttention> attn;
   std::shared_ptr<Ffn> ffn;
 };
 
+// Keys and values of every layer for the tokens a model has seen (generation without recomputing them):
+// LanguageModel::forward(ids, &cache) runs ids at positions [length, length + T) and appends them.
+struct KvCache {
+  std::vector<KvLayer> layers;
+  int64_t length = 0;  // tokens cached; at most the model's context
+  void clear() { length = 0; }
+};
+
 class LanguageModel : public Module {
  public:
   explicit LanguageModel(const ModelConfig& c);
-  Tensor forward(const Tensor& ids);  // ids: [B, T] int -> logits [B, T, vocab]
+  // ids: [B, T] int -> logits [B, T, vocab]. With a cache (inference, no gradients): ids follow the cached tokens,
+  // the whole prompt into an empty cache or one token at a time.
+  Tensor forward(const Tensor& ids, KvCache* cache = nullptr);
+  KvCache new_cache() const;  // empty, for up to config.context tokens
   // Mixed precision: attention, FFNs and the head (and the weights as each layer uses them) compute in this
   // dtype, e.g. bfloat16, while the parameters, norms, residual stream, router and loss stay float32.
   // Unset: everything in the parameters' dtype.

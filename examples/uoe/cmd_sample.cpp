@@ -32,11 +32,17 @@ int cmd_sample(const std::vector<std::string>& argv) {
   std::vector<int32_t> ids = c.tokenizer->encode(a.str("prompt", "\n"));
   UOE_CHECK(!ids.empty(), "--prompt must not be empty");
   NoGradGuard no_grad;
+  // Keys and values of the window are cached: each new token runs alone. When the cache is full, the window
+  // restarts from the last half-context tokens (positions from 0 again, as in training windows).
+  nn::KvCache cache = model.new_cache();
+  auto feed = [&](size_t from) {  // runs ids[from..] after the cached tokens
+    const std::vector<int64_t> tokens(ids.begin() + long(from), ids.end());
+    return model.forward(from_vector(tokens, {1, int64_t(tokens.size())}).to(device), &cache);
+  };
+  const int64_t context = c.config.context;
+  Tensor out = feed(ids.size() > size_t(context) ? ids.size() - size_t(context) : 0);  // the prompt's last window
   for (int64_t i = 0; i < n; ++i) {
-    const size_t start = ids.size() > size_t(c.config.context) ? ids.size() - size_t(c.config.context) : 0;
-    std::vector<int64_t> window(ids.begin() + long(start), ids.end());
-    const Tensor x = from_vector(window, {1, int64_t(window.size())}).to(device);
-    const Tensor logits = model.forward(x).select(1, -1).select(0, 0);  // [vocab], the last position's
+    const Tensor logits = out.select(1, -1).select(0, 0);  // [vocab], the last position's
     std::vector<float> l = logits.to(Device::cpu()).to(DType::Float32).to_vector<float>();
     int32_t next = 0;
     if (temperature == 0) {
@@ -60,6 +66,13 @@ int cmd_sample(const std::vector<std::string>& argv) {
         if ((acc += p[j]) > u) { next = int32_t(j); break; }
     }
     ids.push_back(next);
+    if (i + 1 == n) break;
+    if (cache.length < context) {
+      out = feed(ids.size() - 1);
+    } else {
+      cache.clear();
+      out = feed(ids.size() - size_t(context / 2));
+    }
   }
   std::fputs(c.tokenizer->decode(std::vector<int32_t>(ids.begin(), ids.end())).c_str(), stdout);
   std::fputs("\n", stdout);
