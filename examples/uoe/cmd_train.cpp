@@ -18,7 +18,8 @@ namespace {
 // --device: with several ranks a bare "cuda" means one GPU per rank of this node (local rank modulo GPU count).
 Device train_device(const Args& a, const Communicator& comm) {
   const Device d = device_flag(a);
-  if (a.str("device", "cpu") == "cuda" && comm.size() > 1) return Device::cuda(comm.local_rank() % cuda::device_count());
+  if (a.str("device", "cpu") == "cuda" && comm.size() > 1)
+    return Device::cuda(comm.local_rank() % cuda::device_count());
   return d;
 }
 
