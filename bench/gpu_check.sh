@@ -12,7 +12,8 @@ mkdir -p "$OUT"
 build=build-gpu
 start=$(date +%s)
 stamp() { echo "[gpu_check $(( $(date +%s) - start ))s] $*"; }
-left() { echo $(( 570 - ($(date +%s) - start) )); }  # seconds left of the device tool's 600 s per call
+budget_s=${UOE_GPU_CHECK_SECONDS:-570}  # of the device tool's 600 s per call (more for a dry run on a CPU)
+left() { echo $(( budget_s - ($(date +%s) - start) )); }  # seconds left
 share() { local l; l=$(left); echo $(( l * $1 / 100 < $2 ? l * $1 / 100 : $2 )); }  # min(left * $1 %, $2)
 
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
@@ -96,6 +97,11 @@ for b in runs:
     if b.get("label"):
         extra = (b["label"] + " " + extra).strip()
     print(f"{name:58s} {value:>14s} {unit or b.get('time_unit', ''):>9s} {extra:>22s}")
+errors = [b for b in runs if b.get("error_occurred")]
+if errors:
+    print(f"{len(errors)} benchmarks reported an error:")
+    for message in list(dict.fromkeys(b.get("error_message", "?") for b in errors))[:5]:
+        print("  " + " ".join(b["name"] for b in errors if b.get("error_message") == message)[:100] + ": " + message)
 try:
     lines = [json.loads(l) for l in open(os.path.join(out, "run3b", "metrics.jsonl"))]
     last = lines[-1]
