@@ -1,6 +1,7 @@
 // uoe sample: autoregressive generation from a checkpoint with temperature and top-k, seeded.
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <cstdio>
 
 #include "args.h"
@@ -15,7 +16,7 @@ namespace uoe::cli {
 
 int cmd_sample(const std::vector<std::string>& argv) {
   const Args a("sample", argv,
-               {"ckpt", "prompt", "tokens", "temperature", "top-k", "seed", "threads", "device", "dtype"});
+               {"ckpt", "prompt", "tokens", "temperature", "top-k", "top-p", "seed", "threads", "device", "dtype"});
   set_threads(a.integer("threads", 0));
   const Device device = device_flag(a);
   const DType compute = precision_flag(a, "dtype", "the compute dtype");
@@ -26,8 +27,9 @@ int cmd_sample(const std::vector<std::string>& argv) {
   if (compute != DType::Float32) model.compute_dtype = compute;
   model.eval();
   const int64_t n = a.integer("tokens", 200), top_k = a.integer("top-k", 0);
-  const double temperature = a.number("temperature", 1.0);
+  const double temperature = a.number("temperature", 1.0), top_p = a.number("top-p", 1.0);
   UOE_CHECK(temperature >= 0, "--temperature must be >= 0");
+  UOE_CHECK(top_p > 0 && top_p <= 1, "--top-p ", top_p, ": expected a probability mass in (0, 1]");
   Generator gen(uint64_t(a.integer("seed", 0)));
   std::vector<int32_t> ids = c.tokenizer->encode(a.str("prompt", "\n"));
   UOE_CHECK(!ids.empty(), "--prompt must not be empty");
@@ -59,6 +61,16 @@ int cmd_sample(const std::vector<std::string>& argv) {
       double total = 0;
       std::vector<double> p(l.size());
       for (size_t j = 0; j < l.size(); ++j) total += p[j] = std::exp(double(l[j] - mx) / temperature);
+      if (top_p < 1) {  // nucleus: the most probable tokens until their mass reaches top_p, the rest dropped
+        std::vector<size_t> order(p.size());
+        std::iota(order.begin(), order.end(), size_t(0));
+        std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return p[x] > p[y]; });
+        double kept = 0;
+        size_t j = 0;
+        while (j < order.size() && kept < top_p * total) kept += p[order[j++]];
+        for (; j < order.size(); ++j) p[order[j]] = 0;
+        total = kept;
+      }
       const double u = rand({1}, {}, &gen).item<float>() * total;
       double acc = 0;
       next = int32_t(l.size() - 1);

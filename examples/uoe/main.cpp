@@ -17,7 +17,7 @@ const char* kUsage =
     "          [--zero1] [--expert-parallel E]   (mpirun -np N uoe train ...: data (and expert) parallel)\n"
     "  eval    --ckpt <dir> --data <text> [--batch B] [--seq T] [--max-batches N] [--threads N]\n"
     "          [--device cpu|cuda|cuda:N] [--dtype f32|bf16]\n"
-    "  sample  --ckpt <dir> --prompt \"...\" [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
+    "  sample  --ckpt <dir> --prompt \"...\" [--tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
     "          [--device cpu|cuda|cuda:N] [--dtype f32|bf16]\n"
     "  info    --config <preset|file.json> [--batch B] [--seq T] [--dtype f32|bf16] [--param-dtype f32|bf16]\n"
     "          [--checkpoint-activations] [--ranks N] [--zero1] [--expert-parallel E]   (memory per process)\n"

@@ -160,6 +160,16 @@ TEST(Training, CliEvalSampleInfoAndErrors) {
   EXPECT_EQ(code, 0) << out;
   EXPECT_EQ(out.rfind("the quick", 0), 0u) << out;
   EXPECT_EQ(out, run_command(cli + " sample --ckpt " + ckpt + " --prompt 'the quick' --tokens 20 --top-k 5 --seed 3", &code));
+  // nucleus sampling: a tiny mass keeps only the most probable token, as greedy decoding does
+  const std::string greedy = run_command(cli + " sample --ckpt " + ckpt + " --prompt 'the quick' --tokens 12 " +
+                                         "--temperature 0", &code);
+  EXPECT_EQ(code, 0) << greedy;
+  EXPECT_EQ(run_command(cli + " sample --ckpt " + ckpt + " --prompt 'the quick' --tokens 12 --top-p 1e-6 --seed 4",
+                        &code),
+            greedy);
+  out = run_command(cli + " sample --ckpt " + ckpt + " --prompt 'x' --tokens 3 --top-p 1.5", &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("--top-p 1.5: expected a probability mass in (0, 1]"), std::string::npos) << out;
   // bfloat16 compute, greedy; a GPU that is not there is one clear error
   out = run_command(cli + " sample --ckpt " + ckpt + " --prompt 'the quick' --tokens 8 --temperature 0 --dtype bf16 " +
                         "--device cpu", &code);
