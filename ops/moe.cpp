@@ -273,6 +273,8 @@ Tensor group_l2norm(const Tensor& h, int64_t groups) {
   return y;
 }
 
+namespace {
+
 // counts[e]: the (token, slot) pairs of indices routed to expert e, int64 [n] on the indices' device. On the CPU the
 // slots are checked first (one error naming the first bad one); a GPU counts without a copy to the host, leaving
 // out slots outside [-1, n) (expert_ffn, which reads the same indices, reports them).
@@ -288,6 +290,11 @@ Tensor routed_counts(const char* op, const Tensor& indices, int64_t n, const std
   return counts;
 }
 
+// Reduced-float inputs of the auxiliary losses are computed in float32 (counts up to T·K, logsumexp).
+DType loss_dtype(const Tensor& t) { return t.dtype() == DType::Float64 ? DType::Float64 : DType::Float32; }
+
+}  // namespace
+
 // The auxiliary losses are composed of primitive ops: their gradients are those ops' own, and on a GPU neither
 // waits for the device.
 Tensor load_balance_loss(const Tensor& probs, const Tensor& indices) {
@@ -300,12 +307,13 @@ Tensor load_balance_loss(const Tensor& probs, const Tensor& indices) {
   UOE_CHECK(probs.dim() == 2 && indices.dim() == 2 && probs.size(0) == indices.size(0),
             "[load_balance_loss] probs must be [T, n] and indices [T, K] with the same T", shapes);
   const int64_t T = probs.size(0), n = probs.size(1);
-  const Tensor counts = routed_counts(op, indices, n, shapes).to(probs.dtype());  // [n]
+  const DType dt = loss_dtype(probs);
+  const Tensor counts = routed_counts(op, indices, n, shapes).to(dt);  // [n]
   if (T == 0) return ops::sum(probs);  // 0
   // f_i = counts_i / total (all 0 when nothing is routed), P_i = mean_t probs[t, i]: n Σ_i f_i P_i
   const Tensor total = ops::sum(counts);
-  const Tensor f = counts / (total + ops::eq(total, ops::scalar_like(0.0, total)).to(total.dtype()));
-  return ops::sum(ops::mean(probs, {0}) * f) * double(n);
+  const Tensor f = counts / (total + ops::eq(total, ops::scalar_like(0.0, total)).to(dt));
+  return (ops::sum(ops::mean(probs.to(dt), {0}) * f) * double(n)).to(probs.dtype());
 }
 
 Tensor router_z_loss(const Tensor& logits) {
@@ -313,9 +321,10 @@ Tensor router_z_loss(const Tensor& logits) {
   UOE_CHECK(logits.dim() >= 1, "[router_z_loss] logits must be [..., n], got ", shape_str(logits.shape()));
   if (logits.numel() == 0) return ops::sum(logits);  // 0
   // lse_t = m_t + log Σ_i exp(l_ti - m_t) with m_t = max_i l_ti, a shift that changes nothing (no gradient)
-  const Tensor m = ops::max(logits, -1, true).detach();                              // [..., 1]
-  const Tensor lse = ops::log(ops::sum(ops::exp(logits - m), {-1}, true)) + m;      // [..., 1]
-  return ops::mean(lse * lse);
+  const Tensor l = logits.to(loss_dtype(logits));
+  const Tensor m = ops::max(l, -1, true).detach();                              // [..., 1]
+  const Tensor lse = ops::log(ops::sum(ops::exp(l - m), {-1}, true)) + m;      // [..., 1]
+  return ops::mean(lse * lse).to(logits.dtype());
 }
 
 Tensor expert_ffn(const Tensor& x, const Tensor& indices, const Tensor& weights, const Tensor& w_gate,
