@@ -415,7 +415,6 @@ void backward_scalar(const AttnShape& s, const S* q, AttnStrides qs, const S* k,
   }
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 bool strides_aligned(const AttnStrides& st) { return st.batch % 8 == 0 && st.head % 8 == 0 && st.time % 8 == 0; }
 
 const __nv_bfloat16* bf(const BFloat16* p) { return reinterpret_cast<const __nv_bfloat16*>(p); }

@@ -587,10 +587,13 @@ void attention_forward_mma(const AttnShape& s, const uint16_t* q, AttnStrides qs
     const LaunchContext c = launch_context(op);
     MmaArgs a = make_args(s, op);
     a.q = q, a.k = k, a.v = v, a.out = out, a.lse_out = lse, a.qs = qs, a.ks = ks, a.vs = vs, a.os = os;
-    if (attention_forward_m_tiles() == 2)
-      launch(attn_fwd_mma_kernel<DH, 2>, (s.T + 2 * kBQ - 1) / (2 * kBQ) * s.B * s.H, fwd_smem<DH, 2>(), c, op, a);
-    else
-      launch(attn_fwd_mma_kernel<DH, 1>, a.nqb * s.B * s.H, fwd_smem<DH, 1>(), c, op, a);
+    auto run = [&](auto m_tiles) {  // one block per (b, h, tile of 64·MT queries)
+      constexpr int MT = decltype(m_tiles)::value;
+      launch(attn_fwd_mma_kernel<DH, MT>, (s.T + kBQ * MT - 1) / (kBQ * MT) * s.B * s.H, fwd_smem<DH, MT>(), c, op,
+             a);
+    };
+    if (attention_forward_m_tiles() == 2) run(std::integral_constant<int, 2>{});
+    else run(std::integral_constant<int, 1>{});
   });
 }
 

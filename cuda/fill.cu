@@ -5,9 +5,8 @@
 #include <cstdint>
 
 #include "core/error.h"
-#include "cuda/check.h"
 #include "cuda/cuda_api.h"
-#include "cuda/stream.h"
+#include "cuda/launch.h"
 
 namespace uoe::cuda {
 namespace {
@@ -22,10 +21,9 @@ template <typename T>
 void launch(void* dst, size_t n, unsigned long long bits) {
   const int threads = 256;
   const int blocks = int(std::min<size_t>((n + threads - 1) / threads, 65535));
-  int device = 0;
-  UOE_CUDA_CHECK("cuda fill", cudaGetDevice(&device));
   // On the library's current stream of the current device, ordered with the rest of its work.
-  fill_kernel<T><<<blocks, threads, 0, current_stream(device)>>>(static_cast<T*>(dst), n, static_cast<T>(bits));
+  fill_kernel<T><<<blocks, threads, 0, launch_context("cuda fill").stream>>>(static_cast<T*>(dst), n,
+                                                                            static_cast<T>(bits));
   check_launch("cuda fill");
 }
 

@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdint>
 #include <cstdio>
 #include <mutex>
 #include <string>
@@ -118,12 +117,6 @@ cublasStatus_t grouped_call(cublasHandle_t h, const GroupedCall<typename Traits<
                                          g.size.data(), compute);
 }
 
-// cuBLAS cannot see the matrix pointers of a grouped call (they are in device memory). For bfloat16, or a FAST
-// (TF32) compute type, its documentation requires them "properly aligned to avoid misaligned memory access
-// errors", ideally to 16 bytes: a problem with a less aligned A, B or C (a row offset into a gathered block, a
-// neuron offset r0 into a weight) runs through cuda::gemm instead, whose cuBLASLt call is told every alignment.
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // The fallback: one cuda::gemm per problem (row-major terms).
 template <typename T>
 void one_by_one(const std::vector<GemmProblem<T>>& problems) {
@@ -144,7 +137,10 @@ template <typename T>
 void gemm_grouped(const std::vector<GemmProblem<T>>& problems, const char* op) {
   using Scalar = typename Traits<T>::Scalar;
   const LaunchContext c = launch_context(op);
-  // Whether the grouped call needs 16-byte aligned matrices (see aligned16); those that are not run one by one.
+  // cuBLAS cannot see the matrix pointers of a grouped call (they are in device memory). For bfloat16, or a FAST
+  // (TF32) compute type, its documentation requires them "properly aligned to avoid misaligned memory access
+  // errors", ideally to 16 bytes: a problem with a less aligned A, B or C (a row offset into a gathered block, a
+  // neuron offset r0 into a weight) runs through cuda::gemm instead, whose cuBLASLt call is told every alignment.
   const bool needs_alignment =
       std::is_same_v<T, BFloat16> || (std::is_same_v<T, float> && allow_tf32() && g_grouped_tf32_supported.load());
   std::vector<GemmProblem<T>> unaligned;

@@ -3,12 +3,16 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "core/allocator.h"
 #include "cuda/check.h"
 #include "cuda/stream.h"
 
 namespace uoe::cuda {
+
+// Whether p is 16-byte aligned: what vector loads, ldmatrix tiles and cuBLAS's grouped call need.
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The current device and the stream this library issues its work to on it.
 struct LaunchContext {

@@ -279,14 +279,10 @@ namespace {
 // slots are checked first (one error naming the first bad one); a GPU counts without a copy to the host, leaving
 // out slots outside [-1, n) (expert_ffn, which reads the same indices, reports them).
 Tensor routed_counts(const char* op, const Tensor& indices, int64_t n, const std::string& shapes) {
+  const Tensor idx =
+      indices.is_cuda() ? indices.to(DType::Int64).contiguous() : checked_slots(op, "indices", indices, n, shapes);
   Tensor counts = empty({n}, TensorOptions{}.with_dtype(DType::Int64).with_device(indices.device()));
-  if (indices.is_cuda()) {
-    const Tensor idx = indices.to(DType::Int64).contiguous();
-    UOE_KERNEL(idx, count_routed(idx.data_ptr<int64_t>(), idx.numel(), n, counts.data_ptr<int64_t>()));
-  } else {
-    const Tensor idx = checked_slots(op, "indices", indices, n, shapes);
-    cpu::count_routed(idx.data_ptr<int64_t>(), idx.numel(), n, counts.data_ptr<int64_t>());
-  }
+  UOE_KERNEL(idx, count_routed(idx.data_ptr<int64_t>(), idx.numel(), n, counts.data_ptr<int64_t>()));
   return counts;
 }
 
