@@ -1,12 +1,10 @@
 // Tensor factories: empty, zeros, ones, full, arange, rand, randn, randint, from_vector.
 #include <cmath>
-#include <cstring>
 
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/tensor.h"
-#include "cuda/cuda_api.h"
 #include "ops/cpu/copy_kernels.h"
 #if UOE_WITH_CUDA
 #include "cuda/copy_kernels.h"
@@ -46,18 +44,12 @@ Tensor empty(const Shape& shape, TensorOptions opt) {
 Tensor full(const Shape& shape, double value, TensorOptions opt) {
   const bool grad = opt.requires_grad;
   Tensor t = empty(shape, opt.with_requires_grad(false));
-  if (t.is_cpu()) {
-    cpu::fill(t, value);
-  } else {
 #if UOE_WITH_CUDA
-    cuda::fill(t, value);  // on the device's current stream
+  if (t.is_cuda()) cuda::fill(t, value);  // on the device's current stream
+  else cpu::fill(t, value);
 #else
-    Tensor one = full({}, value, TensorOptions{}.with_dtype(opt.dtype));
-    unsigned long long bits = 0;
-    std::memcpy(&bits, one.raw_data(), one.itemsize());
-    cuda::fill_bytes(t.raw_data(), size_t(t.numel()), t.itemsize(), bits);
+  cpu::fill(t, value);  // a CPU-only build has no other tensors (empty() refused them)
 #endif
-  }
   return finish(t, opt.with_requires_grad(grad));
 }
 

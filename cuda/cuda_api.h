@@ -10,7 +10,5 @@ bool is_available();  // a CUDA build with at least one visible GPU
 int device_count();
 // Copies n bytes between any two of host and GPU memory (synchronous).
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t n);
-// Fills n elements of `elem_size` bytes (1, 2, 4 or 8) at dst on the GPU with the bit pattern `value`.
-void fill_bytes(void* dst, size_t n, size_t elem_size, unsigned long long value);
 
 }  // namespace uoe::cuda

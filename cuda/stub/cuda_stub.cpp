@@ -9,8 +9,5 @@ int device_count() { return 0; }
 void copy_bytes(void*, Device dst, const void*, Device src, size_t) {
   fail("[to] copying between ", src.str(), " and ", dst.str(), " needs a CUDA build (configure with UOE_CUDA=ON)");
 }
-void fill_bytes(void*, size_t, size_t, unsigned long long) {
-  fail("[fill] filling a CUDA tensor needs a CUDA build (configure with UOE_CUDA=ON)");
-}
 
 }  // namespace uoe::cuda
