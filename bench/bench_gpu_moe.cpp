@@ -130,7 +130,7 @@ void gemm_as(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int6
 // Expert neurons [r0, D) of each expert. Shape 0: 8 experts top-2, d = 1024, D = 2048 (the small presets'
 // proportions); shape 1: 64 experts top-8, d = 1536, D = 768 (3b-moe's experts); shape 2: 3b-uoe's expert part,
 // neurons [12, 768) of 768 (756 wide: rows and the offset not 16-byte aligned); shape 3: the same 756 neurons
-// zero-padded to 760 as the model runs them on a GPU (nn::Ffn::run_experts), aligned.
+// zero-padded to 760 as ops::expert_ffn runs them on a GPU, aligned.
 struct ExpertBenchShape {
   int64_t n, K, d, D, r0;
 };

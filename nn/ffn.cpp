@@ -77,25 +77,8 @@ ExpertWeights Ffn::routing_parts(const ExpertWeights& w, int64_t r) const {
   return gathered;
 }
 
-ExpertWeights padded_neuron_range(const ExpertWeights& w, int64_t r0, int64_t r1, int64_t multiple) {
-  const int64_t R = r1 - r0, padded = (R + multiple - 1) / multiple * multiple;
-  auto range = [&](const Tensor& t, int64_t dim) {  // neurons [r0, r1) of t along dim, then zeros
-    const Tensor slice = t.narrow(dim, r0, R);
-    if (padded == R) return slice.contiguous();
-    Shape zeros_shape = slice.shape();
-    zeros_shape[size_t(dim)] = padded - R;
-    return ops::cat({slice, zeros(zeros_shape, TensorOptions{}.with_dtype(t.dtype()).with_device(t.device()))}, dim);
-  };
-  return {range(w.gate, 2), range(w.up, 2), range(w.down, 1)};
-}
-
 Tensor Ffn::run_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& w,
                         int64_t r0, int64_t r1, const Tensor& gate_input) const {
-  constexpr int64_t kAligned = 8;  // neurons: 16 bytes of bfloat16
-  if (x.is_cuda() && (r0 % kAligned != 0 || (r1 - r0) % kAligned != 0)) {
-    const ExpertWeights padded = padded_neuron_range(w, r0, r1, kAligned);
-    return run_experts(x, indices, weights, padded, 0, padded.gate.size(2), gate_input);
-  }
   if (expert_group_)
     return expert_parallel_ffn(*expert_group_, x, indices, weights, w.gate, w.up, w.down, r0, r1, gate_input);
   return ops::expert_ffn(x, indices, weights, w.gate, w.up, w.down, r0, r1, gate_input);

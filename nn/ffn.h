@@ -69,13 +69,6 @@ class Ffn : public Module {
 
 std::shared_ptr<Ffn> make_ffn(const ModelConfig& c, double out_std);
 
-// Expert neurons [r0, r1) of w as weights of their own, zero-padded to a multiple of `multiple` neurons:
-// [n, dg, Rp], [n, d, Rp], [n, Rp, d] with Rp = r1 - r0 rounded up. A padded neuron adds silu(0)·0 = 0 to every
-// output, and its gradients are dropped, so expert_ffn over neurons [0, Rp) of the result equals it over [r0, r1)
-// of w. On a GPU the experts run this way whenever r0 or r1 - r0 is not a multiple of 8 (3b-uoe: [12, 768)):
-// tensor-core GEMMs and cuBLAS's grouped call want 16-byte aligned rows and matrices.
-ExpertWeights padded_neuron_range(const ExpertWeights& w, int64_t r0, int64_t r1, int64_t multiple);
-
 // Routers, scores and their softmax run in float32 (float64 stays float64, for gradient checks).
 inline DType router_dtype(DType x) { return x == DType::Float64 ? x : DType::Float32; }
 

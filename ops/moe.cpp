@@ -323,10 +323,28 @@ Tensor router_z_loss(const Tensor& logits) {
   return ops::mean(lse * lse).to(logits.dtype());
 }
 
+std::array<Tensor, 3> padded_neuron_range(const Tensor& w_gate, const Tensor& w_up, const Tensor& w_down, int64_t r0,
+                                          int64_t r1, int64_t multiple) {
+  const int64_t R = r1 - r0, padded = (R + multiple - 1) / multiple * multiple;
+  auto range = [&](const Tensor& t, int64_t dim) {  // neurons [r0, r1) of t along dim, then zeros
+    const Tensor slice = t.narrow(dim, r0, R);
+    if (padded == R) return slice.contiguous();
+    Shape zeros_shape = slice.shape();
+    zeros_shape[size_t(dim)] = padded - R;
+    return ops::cat({slice, zeros(zeros_shape, like(t))}, dim);
+  };
+  return {range(w_gate, 2), range(w_up, 2), range(w_down, 1)};
+}
+
 Tensor expert_ffn(const Tensor& x, const Tensor& indices, const Tensor& weights, const Tensor& w_gate,
                   const Tensor& w_up, const Tensor& w_down, int64_t r0, int64_t r1, const Tensor& gate_input) {
   std::string shapes;
   const cpu::ExpertShape s = check_expert_ffn(x, indices, weights, w_gate, w_up, w_down, r0, r1, gate_input, shapes);
+  constexpr int64_t kAligned = 8;  // neurons: 16 bytes of bfloat16
+  if (x.is_cuda() && (r0 % kAligned != 0 || (r1 - r0) % kAligned != 0)) {
+    const auto [wg, wu, wd] = padded_neuron_range(w_gate, w_up, w_down, r0, r1, kAligned);
+    return expert_ffn(x, indices, weights, wg, wu, wd, 0, wg.size(2), gate_input);
+  }
   const OnDevice on_device(x);
   const std::shared_ptr<const ExpertRouting> plan = plan_routing(indices, s, shapes);
   // bfloat16 on a GPU: the bfloat16 kernels on the tensors as they are; otherwise float32 / float64 copies.

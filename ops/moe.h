@@ -1,5 +1,6 @@
 // Mixture-of-Experts ops: top-k / top-p routing, group L2 norm, router losses, dropless grouped SwiGLU experts.
 #pragma once
+#include <array>
 #include <cstdint>
 
 #include "core/tensor.h"
@@ -39,6 +40,14 @@ Tensor load_balance_loss(const Tensor& probs, const Tensor& indices);
 
 // Router z-loss (0-dim): mean over tokens of logsumexp(logits_t)^2. logits: [..., n].
 Tensor router_z_loss(const Tensor& logits);
+
+// Expert neurons [r0, r1) of W_gate [n, d_g, D], W_up [n, d, D] and W_down [n, D, d] as weights of their own,
+// zero-padded to a multiple of `multiple` neurons: [n, d_g, Rp], [n, d, Rp], [n, Rp, d], Rp = r1 - r0 rounded up.
+// A padded neuron adds silu(0)·0 = 0 to every output and its gradients are dropped, so expert_ffn over neurons
+// [0, Rp) of them equals expert_ffn over [r0, r1). expert_ffn runs this way on a GPU whenever r0 or r1 - r0 is not
+// a multiple of 8 (3b-uoe: [12, 768)): tensor-core GEMMs and cuBLAS's grouped call want 16-byte aligned rows.
+std::array<Tensor, 3> padded_neuron_range(const Tensor& w_gate, const Tensor& w_up, const Tensor& w_down, int64_t r0,
+                                          int64_t r1, int64_t multiple);
 
 // Dropless grouped SwiGLU over the (token, expert) pairs of indices (slots with -1 skipped):
 //   y_t = sum_k weights[t,k] (silu(g_{t,e} W_gate[e][:, r0:r1]) * (x_t W_up[e][:, r0:r1])) W_down[e][r0:r1, :],

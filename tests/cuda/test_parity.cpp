@@ -261,7 +261,7 @@ void expect_step_agrees(const nn::ModelConfig& config, const DtypeCase& param) {
 TEST_P(CudaTrainStep, TinyUoeStepAgreesOnBothDevices) { expect_step_agrees(nn::load_model_config("tiny-uoe"), GetParam()); }
 
 // 12 routing neurons, as 3b-uoe: the experts' range [12, 512) runs on zero-padded weight copies on the GPU only
-// (nn::Ffn::run_experts), which must change nothing.
+// (ops::expert_ffn), which must change nothing.
 TEST_P(CudaTrainStep, UnalignedUoeExpertRangeAgreesOnBothDevices) {
   nn::ModelConfig config = nn::load_model_config("tiny-uoe");
   config.ffn.routing_neurons = 12;

@@ -208,40 +208,5 @@ TEST(FfnLayers, DenseFfnHasNoRoutingStats) {
   EXPECT_THROW(layer->stats.routing(), Error);
 }
 
-// The GPU runs an unaligned expert range [r0, r1) as neurons [0, Rp) of zero-padded copies: same output, same
-// gradients (the padding's are dropped), with a separate gate input too.
-TEST(FfnLayers, PaddedNeuronRangeGivesTheSameOutputAndGradients) {
-  const int64_t T = 7, n = 4, K = 2, d = 6, dg = 5, D = 14, r0 = 3, r1 = 14;
-  const Tensor indices = from_vector(std::vector<int64_t>{0, 1, 2, 3, 1, -1, 3, 0, 2, 2, 1, 0, 3, 1}, {T, K});
-  const Tensor dy = random_double({T, d}, 7);
-  // fresh leaves (the same values each time): x, gate input [T, n, dg], weights, W_gate, W_up, W_down
-  auto run = [&](bool padded, Tensor& y) {
-    std::vector<Tensor> in;
-    for (const Shape& shape : {Shape{T, d}, Shape{T, n, dg}, Shape{T, K}, Shape{n, dg, D}, Shape{n, d, D}, Shape{n, D, d}})
-      in.push_back(random_double(shape, in.size() + 1).requires_grad_());
-    const ExpertWeights w{in[3], in[4], in[5]};
-    if (padded) {
-      const ExpertWeights p = padded_neuron_range(w, r0, r1, 8);
-      EXPECT_EQ(p.gate.shape(), (Shape{n, dg, 16}));
-      EXPECT_EQ(p.down.shape(), (Shape{n, 16, d}));
-      y = ops::expert_ffn(in[0], indices, in[2], p.gate, p.up, p.down, 0, 16, in[1]);
-    } else {
-      y = ops::expert_ffn(in[0], indices, in[2], w.gate, w.up, w.down, r0, r1, in[1]);
-    }
-    ops::sum(y * dy).backward();
-    std::vector<Tensor> grads;
-    for (const Tensor& t : in) grads.push_back(t.grad());
-    return grads;
-  };
-  Tensor y, y_padded;
-  const std::vector<Tensor> expected = run(false, y), got = run(true, y_padded);
-  EXPECT_LT(testing::max_abs_diff(y_padded, y), 1e-12);
-  const char* names[] = {"x", "gate input", "weights", "w_gate", "w_up", "w_down"};
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_LT(testing::max_abs_diff(got[i], expected[i]), 1e-12) << names[i];
-  // an aligned range is a plain copy of the slice
-  EXPECT_EQ(padded_neuron_range({zeros({n, dg, D}), zeros({n, d, D}), zeros({n, D, d})}, 0, 8, 8).up.shape(),
-            (Shape{n, d, 8}));
-}
-
 }  // namespace
 }  // namespace uoe::nn
