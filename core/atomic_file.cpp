@@ -69,6 +69,10 @@ std::string strip_trailing_slashes(std::string dir) {
 }  // namespace
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
+  write_file_atomic(path, [&](const ByteSink& sink) { sink(bytes.data(), bytes.size()); });
+}
+
+void write_file_atomic(const std::string& path, const std::function<void(const ByteSink& sink)>& produce) {
   static std::atomic<uint64_t> counter{0};
   const std::string what = "cannot write '" + path + "'";
 
@@ -90,11 +94,24 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
   const auto abort_write = [&](const char* step, int e) {
     if (f) std::fclose(f);
     else if (fd >= 0) ::close(fd);
+    f = nullptr;
+    fd = -1;
     ::unlink(tmp.c_str());
     fail("[file] ", what, ": ", step, " failed: ", errno_text(e));
   };
   if (!f) abort_write("fdopen", errno);
-  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) abort_write("fwrite", errno);
+  try {
+    produce([&](const void* data, size_t size) {
+      if (!f) fail("[file] ", what, ": bytes handed over after the write failed");
+      if (size && std::fwrite(data, 1, size, f) != size) abort_write("fwrite", errno);
+    });
+  } catch (...) {  // from `produce`, or a failed fwrite (already cleaned up)
+    if (f) {
+      std::fclose(f);
+      ::unlink(tmp.c_str());
+    }
+    throw;
+  }
   if (std::fflush(f) != 0) abort_write("fflush", errno);
   if (keep_mode && ::fchmod(fd, old_st.st_mode & 07777) != 0) abort_write("fchmod", errno);
   int rc;

@@ -11,6 +11,13 @@ namespace uoe {
 // permission bits are kept; a new file gets 0666 minus the umask.
 void write_file_atomic(const std::string& path, const std::string& bytes);
 
+// Receives a file's bytes in order, in pieces of any size.
+using ByteSink = std::function<void(const void* data, size_t size)>;
+// The same with the bytes streamed: `produce(sink)` hands them over in order, so a large file (a checkpoint) is
+// never held in memory whole. If `produce` throws, the temporary is removed, `path` is untouched, and the
+// exception propagates.
+void write_file_atomic(const std::string& path, const std::function<void(const ByteSink& sink)>& produce);
+
 // The whole content of a file; the error names the path (missing, a directory, unreadable).
 std::string read_file_bytes(const std::string& path);
 

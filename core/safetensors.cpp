@@ -191,32 +191,36 @@ File decode(uint64_t file_size, const std::function<void(uint64_t, size_t, void*
   return f;
 }
 
-}  // namespace
+// A file about to be written: its header (padded) and the order of the tensors in its buffer.
+struct Layout {
+  std::string header;
+  std::vector<size_t> order;
+  uint64_t file_size = 0;
+};
 
-std::string serialize(const std::vector<Named>& tensors, const std::map<std::string, std::string>& metadata) {
+uint64_t nbytes_of(const Tensor& t) { return uint64_t(t.numel()) * t.itemsize(); }
+
+// Checks the names and lays the tensors out, from their dtypes and shapes alone (no data is read).
+Layout plan(const std::vector<Named>& tensors, const std::map<std::string, std::string>& metadata) {
   std::set<std::string> seen;
-  std::vector<Tensor> host;
-  host.reserve(tensors.size());
   for (const Named& nt : tensors) {
     UOE_CHECK(!nt.name.empty(), "[safetensors] serialize: a tensor has an empty name");
     UOE_CHECK(nt.name != "__metadata__", "[safetensors] serialize: \"__metadata__\" cannot name a tensor");
     UOE_CHECK(seen.insert(nt.name).second, "[safetensors] serialize: duplicate tensor name ", quoted(nt.name));
     UOE_CHECK(nt.tensor.defined(), "[safetensors] serialize: tensor ", quoted(nt.name), " is undefined");
-    Tensor t = nt.tensor.detach();
-    if (!t.is_cpu()) t = t.to(Device::cpu());
-    host.push_back(t.contiguous());
   }
 
   // Buffer order: largest element size first (stable), so every tensor is aligned to its element size.
-  std::vector<size_t> order(tensors.size());
-  std::iota(order.begin(), order.end(), size_t(0));
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return host[a].itemsize() > host[b].itemsize(); });
+  Layout l;
+  l.order.resize(tensors.size());
+  std::iota(l.order.begin(), l.order.end(), size_t(0));
+  std::stable_sort(l.order.begin(), l.order.end(),
+                   [&](size_t a, size_t b) { return tensors[a].tensor.itemsize() > tensors[b].tensor.itemsize(); });
   std::vector<uint64_t> begin(tensors.size());
   uint64_t total = 0;
-  for (size_t i : order) {
+  for (size_t i : l.order) {
     begin[i] = total;
-    total += uint64_t(host[i].numel()) * host[i].itemsize();
+    total += nbytes_of(tensors[i].tensor);
   }
 
   json::Value root = json::Value::object();
@@ -227,45 +231,61 @@ std::string serialize(const std::vector<Named>& tensors, const std::map<std::str
   for (const auto& [k, v] : metadata)
     if (k != "format") meta[k] = v;
   for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i].tensor;
     json::Value entry = json::Value::object();
-    entry["dtype"] = st_dtype_name(host[i].dtype());
+    entry["dtype"] = st_dtype_name(t.dtype());
     json::Value shape = json::Value::array();
-    for (int64_t d : host[i].shape()) shape.push_back(d);
+    for (int64_t d : t.shape()) shape.push_back(d);
     entry["shape"] = std::move(shape);
     json::Value offsets = json::Value::array();
     offsets.push_back(begin[i]);
-    offsets.push_back(begin[i] + uint64_t(host[i].numel()) * host[i].itemsize());
+    offsets.push_back(begin[i] + nbytes_of(t));
     entry["data_offsets"] = std::move(offsets);
     root[tensors[i].name] = std::move(entry);
   }
-  std::string header;
   try {
-    header = root.dump();
+    l.header = root.dump();
   } catch (const Error& err) {
     fail("[safetensors] serialize: cannot write the header: ", err.what());
   }
-  header.append((8 - header.size() % 8) % 8, ' ');  // the buffer starts 8-byte aligned
+  l.header.append((8 - l.header.size() % 8) % 8, ' ');  // the buffer starts 8-byte aligned
+  l.file_size = 8 + l.header.size() + total;
+  return l;
+}
 
-  std::string out;
-  out.reserve(8 + header.size() + total);
-  uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) out += char((n >> (8 * i)) & 0xFF);
-  out += header;
-  for (size_t i : order) {
-    const size_t nbytes = size_t(host[i].numel()) * host[i].itemsize();
-    if (nbytes) out.append(static_cast<const char*>(host[i].raw_data()), nbytes);
+// The file's bytes in order: header length, header, then each tensor as a contiguous CPU copy made when its
+// turn comes, so at most one tensor is copied at a time.
+void write_file(const std::vector<Named>& tensors, const Layout& l, const ByteSink& sink) {
+  unsigned char prefix[8];
+  for (int i = 0; i < 8; ++i) prefix[i] = (uint64_t(l.header.size()) >> (8 * i)) & 0xFF;
+  sink(prefix, 8);
+  sink(l.header.data(), l.header.size());
+  for (size_t i : l.order) {
+    Tensor t = tensors[i].tensor.detach();
+    if (!t.is_cpu()) t = t.to(Device::cpu());
+    t = t.contiguous();
+    if (t.numel()) sink(t.raw_data(), size_t(nbytes_of(t)));
   }
+}
+
+}  // namespace
+
+std::string serialize(const std::vector<Named>& tensors, const std::map<std::string, std::string>& metadata) {
+  const Layout l = plan(tensors, metadata);
+  std::string out;
+  out.reserve(size_t(l.file_size));
+  write_file(tensors, l, [&](const void* data, size_t size) { out.append(static_cast<const char*>(data), size); });
   return out;
 }
 
 void save(const std::string& path, const std::vector<Named>& tensors, const std::map<std::string, std::string>& metadata) {
-  std::string bytes;
+  Layout l;
   try {
-    bytes = serialize(tensors, metadata);
+    l = plan(tensors, metadata);
   } catch (const Error& err) {
     fail("[safetensors] cannot save '", path, "': ", err.what());
   }
-  write_file_atomic(path, bytes);
+  write_file_atomic(path, [&](const ByteSink& sink) { write_file(tensors, l, sink); });
 }
 
 File deserialize(const std::string& bytes, const std::string& source) {

@@ -25,7 +25,8 @@ struct Named {
 // first, stable) so every tensor is aligned to its element size, as the reference writer does.
 // "format": "pt" is always in the metadata (a caller's own "format" value wins).
 std::string serialize(const std::vector<Named>& tensors, const std::map<std::string, std::string>& metadata = {});
-// serialize() written with write_file_atomic.
+// The same bytes written with write_file_atomic, streamed: one tensor at a time is copied to the CPU (made
+// contiguous), and the file is never held in memory whole.
 void save(const std::string& path, const std::vector<Named>& tensors,
           const std::map<std::string, std::string>& metadata = {});
 

@@ -56,12 +56,13 @@ void save_checkpoint(const std::string& dir, const NamedTensors& model, const Mo
   });
 }
 
-Checkpoint load_checkpoint(const std::string& dir) {
+Checkpoint load_checkpoint(const std::string& dir, OptimizerState optimizer) {
   UOE_CHECK(checkpoint_exists(dir), "[checkpoint] no checkpoint in '", dir, "' (missing model.safetensors)");
   Checkpoint c;
   c.config = model_config_from_json(json::read_file(dir + "/config.json"), dir + "/config.json");
   c.model = as_map(safetensors::load(dir + "/model.safetensors"));
-  if (file_exists(dir + "/optimizer.safetensors")) c.optimizer = as_map(safetensors::load(dir + "/optimizer.safetensors"));
+  if (optimizer == OptimizerState::Load && file_exists(dir + "/optimizer.safetensors"))
+    c.optimizer = as_map(safetensors::load(dir + "/optimizer.safetensors"));
   c.trainer_state = json::read_file(dir + "/trainer_state.json");
   c.tokenizer = load_tokenizer(dir + "/tokenizer.json");
   return c;

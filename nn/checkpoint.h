@@ -30,8 +30,12 @@ struct Checkpoint {
   std::unique_ptr<Tokenizer> tokenizer;
 };
 
+// Whether load_checkpoint reads optimizer.safetensors: evaluation, sampling and analysis skip it (under AdamW it
+// is twice the model's size).
+enum class OptimizerState { Load, Skip };
+
 // Reads a checkpoint directory (finishing an interrupted atomic write first); errors name the file.
-Checkpoint load_checkpoint(const std::string& dir);
+Checkpoint load_checkpoint(const std::string& dir, OptimizerState optimizer = OptimizerState::Load);
 bool checkpoint_exists(const std::string& dir);
 
 }  // namespace uoe::nn

@@ -6,7 +6,6 @@
 #include "analysis/report.h"
 #include "args.h"
 #include "commands.h"
-#include "nn/checkpoint.h"
 
 namespace uoe::cli {
 
@@ -26,18 +25,18 @@ int cmd_analyze(const std::vector<std::string>& argv) {
   UOE_CHECK(o.bins >= 1 && o.activation_tokens >= 0 && o.example_tokens >= 0,
             "--bins must be >= 1 and --samples, --examples >= 0");
 
-  nn::Checkpoint c = nn::load_checkpoint(ckpt);
-  nn::LanguageModel model(c.config);
-  model.load_state_dict(c.model);
+  const TrainedModel trained = load_trained_model(ckpt);
+  nn::LanguageModel& model = *trained.model;
+  const nn::Tokenizer& tokenizer = *trained.tokenizer;
   const std::string cache = "/tmp/uoe-analyze-" + std::to_string(::getpid()) + ".bin";
-  const auto tokens = open_tokens(data, *c.tokenizer, cache);
+  const auto tokens = open_tokens(data, tokenizer, cache);
   const nn::TokenDataset split(tokens);
-  const analysis::AnalysisResult r = analysis::analyze(model, *tokens, split.val_begin(), *c.tokenizer, o);
+  const analysis::AnalysisResult r = analysis::analyze(model, *tokens, split.val_begin(), tokenizer, o);
   ::unlink(cache.c_str());
   analysis::write_report(out, r, "Routing analysis of " + ckpt);
 
   std::printf("analysed %ld tokens of %s in %.1f s (%s FFN)\n", long(r.tokens), data.c_str(), r.seconds,
-              nn::ffn_kind_name(c.config.ffn.kind));
+              nn::ffn_kind_name(model.config.ffn.kind));
   std::printf("%-6s %13s %13s %12s %12s %12s\n", "layer", "load entropy", "confidence H", "spearman", "topK overlap",
               "random");
   for (size_t l = 0; l < r.layers.size(); ++l) {

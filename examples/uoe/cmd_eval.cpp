@@ -7,7 +7,6 @@
 #include "args.h"
 #include "commands.h"
 #include "core/error.h"
-#include "nn/checkpoint.h"
 #include "nn/trainer.h"
 
 namespace uoe::cli {
@@ -17,16 +16,16 @@ int cmd_eval(const std::vector<std::string>& argv) {
   set_threads(a.integer("threads", 0));
   const Device device = device_flag(a);
   const DType compute = precision_flag(a, "dtype", "the compute dtype");
-  nn::Checkpoint c = nn::load_checkpoint(a.required("ckpt"));
-  nn::LanguageModel model(c.config);
-  model.load_state_dict(c.model);
+  const TrainedModel trained = load_trained_model(a.required("ckpt"));
+  nn::LanguageModel& model = *trained.model;
+  const nn::Tokenizer& tokenizer = *trained.tokenizer;
   model.to(device);
   if (compute != DType::Float32) model.compute_dtype = compute;
   const std::string data = a.required("data");
   const std::string cache = "/tmp/uoe-eval-" + std::to_string(::getpid()) + ".bin";
-  const auto tokens = open_tokens(data, *c.tokenizer, cache);
+  const auto tokens = open_tokens(data, tokenizer, cache);
   const nn::TokenDataset dataset(tokens);
-  const int64_t seq = a.integer("seq", c.config.context), batch = a.integer("batch", 8);
+  const int64_t seq = a.integer("seq", model.config.context), batch = a.integer("batch", 8);
   const int64_t max_batches = a.integer("max-batches", 1 << 30);
   const double nats = nn::evaluate(model, dataset, batch, seq, max_batches);
   // bits per byte: the same validation tokens' total nats over their byte count
@@ -35,7 +34,7 @@ int cmd_eval(const std::vector<std::string>& argv) {
   for (const nn::Batch& b : dataset.val_batches(batch, seq, max_batches))
     for (int64_t v : b.y.to_vector<int64_t>()) ids.push_back(int32_t(v));
   tokens_used = int64_t(ids.size());
-  const double bytes = double(c.tokenizer->decode(ids).size());
+  const double bytes = double(tokenizer.decode(ids).size());
   ::unlink(cache.c_str());
   std::printf("val loss %.4f nats/token, %.4f bits/byte over %ld tokens (%.0f bytes)\n", nats,
               nats * double(tokens_used) / (bytes * std::log(2.0)), long(tokens_used), bytes);

@@ -9,7 +9,6 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/rng.h"
-#include "nn/checkpoint.h"
 #include "nn/transformer.h"
 
 namespace uoe::cli {
@@ -20,9 +19,9 @@ int cmd_sample(const std::vector<std::string>& argv) {
   set_threads(a.integer("threads", 0));
   const Device device = device_flag(a);
   const DType compute = precision_flag(a, "dtype", "the compute dtype");
-  nn::Checkpoint c = nn::load_checkpoint(a.required("ckpt"));
-  nn::LanguageModel model(c.config);
-  model.load_state_dict(c.model);
+  const TrainedModel trained = load_trained_model(a.required("ckpt"));
+  nn::LanguageModel& model = *trained.model;
+  const nn::Tokenizer& tokenizer = *trained.tokenizer;
   model.to(device);
   if (compute != DType::Float32) model.compute_dtype = compute;
   model.eval();
@@ -31,7 +30,7 @@ int cmd_sample(const std::vector<std::string>& argv) {
   UOE_CHECK(temperature >= 0, "--temperature must be >= 0");
   UOE_CHECK(top_p > 0 && top_p <= 1, "--top-p ", top_p, ": expected a probability mass in (0, 1]");
   Generator gen(uint64_t(a.integer("seed", 0)));
-  std::vector<int32_t> ids = c.tokenizer->encode(a.str("prompt", "\n"));
+  std::vector<int32_t> ids = tokenizer.encode(a.str("prompt", "\n"));
   UOE_CHECK(!ids.empty(), "--prompt must not be empty");
   NoGradGuard no_grad;
   // Keys and values of the window are cached: each new token runs alone. When the cache is full, the window
@@ -41,7 +40,7 @@ int cmd_sample(const std::vector<std::string>& argv) {
     const std::vector<int64_t> tokens(ids.begin() + long(from), ids.end());
     return model.forward(from_vector(tokens, {1, int64_t(tokens.size())}).to(device), &cache);
   };
-  const int64_t context = c.config.context;
+  const int64_t context = model.config.context;
   Tensor out = feed(ids.size() > size_t(context) ? ids.size() - size_t(context) : 0);  // the prompt's last window
   for (int64_t i = 0; i < n; ++i) {
     const Tensor logits = out.select(1, -1).select(0, 0);  // [vocab], the last position's
@@ -86,7 +85,7 @@ int cmd_sample(const std::vector<std::string>& argv) {
       out = feed(ids.size() - size_t(context / 2));
     }
   }
-  std::fputs(c.tokenizer->decode(std::vector<int32_t>(ids.begin(), ids.end())).c_str(), stdout);
+  std::fputs(tokenizer.decode(std::vector<int32_t>(ids.begin(), ids.end())).c_str(), stdout);
   std::fputs("\n", stdout);
   return 0;
 }

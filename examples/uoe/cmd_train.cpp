@@ -74,7 +74,7 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   comm.barrier();
   // The tokenizer of a resumed run is the checkpoint's; a new run builds one from --tokenizer.
   std::unique_ptr<nn::Tokenizer> tok = o.resume && nn::checkpoint_exists(ckpt)
-                                           ? nn::load_checkpoint(ckpt).tokenizer
+                                           ? nn::load_tokenizer(ckpt + "/tokenizer.json")
                                            : make_tokenizer(a.str("tokenizer", "byte"), data);
   config.vocab_size = std::max(config.vocab_size, tok->vocab_size());
   std::shared_ptr<nn::TokenFile> tokens;

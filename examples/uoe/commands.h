@@ -8,6 +8,7 @@
 #include "core/dtype.h"
 #include "nn/dataset.h"
 #include "nn/tokenizer.h"
+#include "nn/transformer.h"
 
 namespace uoe::cli {
 
@@ -37,5 +38,13 @@ void set_threads(int64_t threads);
 DType precision_flag(const Args& a, const std::string& flag, const std::string& meaning);
 // --device: cpu (the default), cuda or cuda:N; a GPU that is not visible is one error naming the flag.
 Device device_flag(const Args& a);
+
+// A checkpoint's model with its weights loaded (the optimiser state is not read), on the CPU, and its tokenizer:
+// what eval, sample and analyze start from.
+struct TrainedModel {
+  std::unique_ptr<nn::LanguageModel> model;
+  std::unique_ptr<nn::Tokenizer> tokenizer;
+};
+TrainedModel load_trained_model(const std::string& ckpt_dir);
 
 }  // namespace uoe::cli

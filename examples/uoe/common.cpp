@@ -9,6 +9,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "cuda/cuda_api.h"
+#include "nn/checkpoint.h"
 
 namespace uoe::cli {
 
@@ -56,6 +57,13 @@ Device device_flag(const Args& a) {
   UOE_CHECK(d.is_cpu() || (cuda::is_available() && d.index < cuda::device_count()), "--device ", d.str(),
             ": no such CUDA device is visible (a CPU-only build, no GPU, or fewer GPUs); use --device cpu");
   return d;
+}
+
+TrainedModel load_trained_model(const std::string& ckpt_dir) {
+  nn::Checkpoint c = nn::load_checkpoint(ckpt_dir, nn::OptimizerState::Skip);
+  TrainedModel t{std::make_unique<nn::LanguageModel>(c.config), std::move(c.tokenizer)};
+  t.model->load_state_dict(c.model);
+  return t;  // c.model's copy of the weights is freed here
 }
 
 }  // namespace uoe::cli

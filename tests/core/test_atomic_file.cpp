@@ -62,6 +62,29 @@ TEST_F(AtomicFile, WriteOverwriteRead) {
   EXPECT_EQ(listing(root_), std::vector<std::string>{"a.bin"});
 }
 
+TEST_F(AtomicFile, StreamedWritesConcatenateAndAFailingProducerKeepsTheOldFile) {
+  const std::string path = root_ + "/streamed.bin";
+  std::string expected;
+  write_file_atomic(path, [&](const ByteSink& sink) {
+    for (int piece = 0; piece < 100; ++piece) {
+      const std::string bytes(size_t(piece * 37 % 1000), char('a' + piece % 26));
+      sink(bytes.data(), bytes.size());
+      expected += bytes;
+    }
+  });
+  EXPECT_EQ(read_file_bytes(path), expected);
+  // The producer throws after handing over some bytes: the error propagates, the old file stays, no temporary.
+  const std::string msg = error_of([&] {
+    write_file_atomic(path, [&](const ByteSink& sink) {
+      sink("partial", 7);
+      fail("[test] the producer failed");
+    });
+  });
+  EXPECT_NE(msg.find("the producer failed"), std::string::npos) << msg;
+  EXPECT_EQ(read_file_bytes(path), expected);
+  EXPECT_EQ(listing(root_), std::vector<std::string>{"streamed.bin"});
+}
+
 TEST_F(AtomicFile, NewFilesFollowTheUmaskAndOldFilesKeepTheirMode) {
   const std::string path = root_ + "/mode.txt";
   write_plain(path, "old");

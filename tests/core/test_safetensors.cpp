@@ -127,6 +127,12 @@ TEST(Safetensors, NonContiguousAndForeignDeviceInputsAreWrittenAsContiguousCopie
     EXPECT_EQ(bytes_of(f.get(name)), bytes_of(src)) << name;
   }
   EXPECT_EQ(f.get("t").to_vector<float>()[1], 12.0f);
+  // save() streams the same bytes, copying one tensor at a time.
+  const std::string dir = ::testing::TempDir() + "uoe_st_strided_" + std::to_string(::getpid());
+  fs::create_directories(dir);
+  save(dir + "/strided.safetensors", {{"t", t}, {"s", s}, {"e", e}, {"i", i}, {"sel", sel}});
+  EXPECT_EQ(read_file_bytes(dir + "/strided.safetensors"), serialize({{"t", t}, {"s", s}, {"e", e}, {"i", i}, {"sel", sel}}));
+  fs::remove_all(dir);
   if (cuda::is_available()) {
     const Tensor g = t.to(Device::cuda());
     EXPECT_EQ(bytes_of(deserialize(serialize({{"g", g}}), "mem").get("g")), bytes_of(t));

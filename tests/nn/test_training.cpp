@@ -221,6 +221,10 @@ TEST(Training, CheckpointRoundTripAndBadDirectory) {
   LanguageModel model(c.config);
   model.load_state_dict(c.model);
   for (auto& [name, t] : model.state_dict()) EXPECT_EQ(t.to_vector<float>(), c.model.at(name).to_vector<float>()) << name;
+  EXPECT_FALSE(c.optimizer.empty());
+  const Checkpoint without = load_checkpoint(dir + "/run/checkpoint", OptimizerState::Skip);
+  EXPECT_TRUE(without.optimizer.empty());
+  EXPECT_EQ(without.model.size(), c.model.size());
   EXPECT_THROW(load_checkpoint(dir + "/missing"), Error);
 }
 
