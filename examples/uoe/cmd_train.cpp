@@ -7,6 +7,7 @@
 #include "core/atomic_file.h"
 #include "core/communicator.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "cuda/cuda_api.h"
 #include "nn/accounting.h"
 #include "nn/checkpoint.h"
@@ -94,6 +95,13 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
                 o.param_dtype == DType::BFloat16 ? ", bf16 parameters" : "",
                 ranks.c_str(), long(dataset.train_tokens()), long(dataset.val_tokens()), long(o.batch), long(o.seq), long(o.steps),
                 o.out_dir.c_str());
+  if (lead && o.resume) {
+    if (nn::checkpoint_exists(ckpt))
+      std::printf("resuming at step %ld from %s\n",
+                  long(json::read_file(ckpt + "/trainer_state.json").at("step").as_int()), ckpt.c_str());
+    else
+      std::printf("--resume: no checkpoint in %s yet, starting at step 0\n", ckpt.c_str());
+  }
   const nn::TrainResult r = nn::train(config, o, dataset, *tok, comm);
   if (lead)
     std::printf("%s at step %ld: val loss %.4f nats/token, %.0f tokens/s (%.3g model TFLOP/s); %s\n",

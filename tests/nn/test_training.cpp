@@ -113,6 +113,22 @@ TEST(Training, ResumeAfterKillIsBitExact) {
   EXPECT_EQ(straight, split) << "resumed from step " << at;
 }
 
+TEST(Training, ResumeSaysWhereItStarts) {
+  const std::string dir = temp_dir("resume_says");
+  micro_data(dir);
+  std::ofstream(dir + "/micro.json") << to_json(micro(FfnKind::Dense)).dump(2);
+  const std::string train = std::string(UOE_CLI_PATH) + " train --config " + dir + "/micro.json --data " + dir +
+                            "/text.txt --out " + dir + "/run --batch 2 --seq 16 --eval-every 0 --quiet --resume";
+  int code = 0;
+  std::string out = run_command(train + " --steps 2", &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("--resume: no checkpoint in " + dir + "/run/checkpoint yet, starting at step 0"),
+            std::string::npos) << out;
+  out = run_command(train + " --steps 3", &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("resuming at step 2 from " + dir + "/run/checkpoint"), std::string::npos) << out;
+}
+
 TEST(Training, SigtermSavesACheckpointAndExitsCleanly) {
   const std::string dir = temp_dir("sigterm");
   micro_data(dir);
