@@ -262,7 +262,7 @@ AnalysisResult analyze(nn::LanguageModel& model, const nn::TokenFile& data, int6
   UOE_CHECK(seq <= c.context, "[analyze] --seq ", seq, " exceeds the model context ", c.context);
   UOE_CHECK(o.tokens >= seq && o.batch > 0 && o.gradient_windows > 0, "[analyze] need tokens >= seq (", o.tokens,
             " < ", seq, "), batch > 0 and gradient windows > 0");
-  UOE_CHECK(data.size() > seq, "[analyze] ", data.path(), " has ", data.size(), " tokens: fewer than one window of ", seq + 1);
+  UOE_CHECK(data.size() > seq, "[analyze] ", data.name(), " has ", data.size(), " tokens: fewer than one window of ", seq + 1);
   UOE_CHECK(data.vocab_size() <= c.vocab_size, "[analyze] ", data.path(), " has vocabulary ", data.vocab_size(),
             " but the model's is ", c.vocab_size);
   const int64_t n = c.ffn.n_experts, K = c.ffn.routing == "topp" && c.ffn.kind == nn::FfnKind::UoE ? n : c.ffn.top_k;

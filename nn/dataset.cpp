@@ -64,7 +64,7 @@ int64_t prepare_tokens(const std::string& text_path, const Tokenizer& tok, const
 // TokenFile
 // ---------------------------------------------------------------------------------------------
 
-TokenFile::TokenFile(const std::string& path) : path_(path) {
+TokenFile::TokenFile(const std::string& path, const std::string& text) : path_(path), text_(text) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   UOE_CHECK(fd >= 0, "[TokenFile] cannot open '", path, "': ", std::strerror(errno));
   struct stat st {};
@@ -118,6 +118,10 @@ TokenFile::TokenFile(const std::string& path) : path_(path) {
   }
 }
 
+std::string TokenFile::name() const {
+  return "'" + path_ + "'" + (text_.empty() ? std::string() : " (the tokens of '" + text_ + "')");
+}
+
 TokenFile::~TokenFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), map_bytes_);
 }
@@ -128,16 +132,16 @@ int64_t TokenFile::raw(int64_t i) const {
 }
 
 int64_t TokenFile::operator[](int64_t i) const {
-  UOE_CHECK(i >= 0 && i < count_, "[TokenFile] index ", i, " is out of range [0, ", count_, ") in '", path_, "'");
+  UOE_CHECK(i >= 0 && i < count_, "[TokenFile] index ", i, " is out of range [0, ", count_, ") in ", name());
   return raw(i);
 }
 
 void TokenFile::read(int64_t start, int64_t n, int64_t* out) const {
   UOE_CHECK(start >= 0 && n >= 0 && start <= count_ - n, "[TokenFile] range [", start, ", ", start + n,
-            ") is out of range [0, ", count_, ") in '", path_, "'");
+            ") is out of range [0, ", count_, ") in ", name());
   for (int64_t i = 0; i < n; ++i) {
     const int64_t id = raw(start + i);
-    UOE_CHECK(id < vocab_size_, "[TokenFile] '", path_, "': id ", id, " at position ", start + i,
+    UOE_CHECK(id < vocab_size_, "[TokenFile] ", name(), ": id ", id, " at position ", start + i,
               " is not below the vocab_size ", vocab_size_);
     out[i] = id;
   }
@@ -180,8 +184,8 @@ Batch TokenDataset::make_batch(const std::vector<int64_t>& starts, int64_t T) co
 
 Batch TokenDataset::train_batch(uint64_t seed, uint64_t step, int64_t B, int64_t T) const {
   UOE_CHECK(B >= 1 && T >= 1, "[TokenDataset::train_batch] B and T must be >= 1, got B=", B, " T=", T);
-  UOE_CHECK(train_tokens_ >= T + 1, "[TokenDataset] the training split of '", file_->path(), "' has ",
-            train_tokens_, " tokens but one window of T=", T, " needs ", T + 1, " tokens");
+  UOE_CHECK(train_tokens_ >= T + 1, "[TokenDataset] the training split of ", file_->name(), " has ", train_tokens_,
+            " tokens but one window of T=", T, " needs ", T + 1, " (a longer text, or a shorter --seq)");
   std::vector<int64_t> starts(static_cast<size_t>(B));
   fill_randint(starts.data(), B, batch_stream_seed(seed, step), 0, 0, train_tokens_ - T);  // [0, train - T - 1]
   return make_batch(starts, T);
@@ -189,8 +193,8 @@ Batch TokenDataset::train_batch(uint64_t seed, uint64_t step, int64_t B, int64_t
 
 std::vector<Batch> TokenDataset::val_batches(int64_t B, int64_t T, int64_t max_batches) const {
   UOE_CHECK(B >= 1 && T >= 1, "[TokenDataset::val_batches] B and T must be >= 1, got B=", B, " T=", T);
-  UOE_CHECK(val_tokens_ >= T + 1, "[TokenDataset] the validation split of '", file_->path(), "' has ", val_tokens_,
-            " tokens but one window of T=", T, " needs ", T + 1, " tokens");
+  UOE_CHECK(val_tokens_ >= T + 1, "[TokenDataset] the validation split of ", file_->name(), " has ", val_tokens_,
+            " tokens but one window of T=", T, " needs ", T + 1, " (a longer text, or a shorter --seq)");
   const int64_t windows = (val_tokens_ - 1) / T;
   int64_t n_batches = (windows + B - 1) / B;
   if (max_batches >= 0) n_batches = std::min(n_batches, max_batches);

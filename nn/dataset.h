@@ -31,7 +31,8 @@ int64_t prepare_tokens(const std::string& text_path, const Tokenizer& tok, const
 // errors naming the file (missing file, bad magic, unknown version, truncated data, ...).
 class TokenFile {
  public:
-  explicit TokenFile(const std::string& path);
+  // `text` names the text file the ids were made from, if any (for error messages).
+  explicit TokenFile(const std::string& path, const std::string& text = "");
   ~TokenFile();
   TokenFile(const TokenFile&) = delete;
   TokenFile& operator=(const TokenFile&) = delete;
@@ -40,6 +41,8 @@ class TokenFile {
   int64_t vocab_size() const { return vocab_size_; }
   int bytes_per_id() const { return bytes_per_id_; }
   const std::string& path() const { return path_; }
+  // "'<path>'", or "'<path>' (the tokens of '<text>')", for error messages.
+  std::string name() const;
   // Id i (bounds-checked).
   int64_t operator[](int64_t i) const;
   // Copies ids [start, start + n) into out (bounds-checked once); an id >= vocab_size raises an
@@ -48,7 +51,7 @@ class TokenFile {
 
  private:
   int64_t raw(int64_t i) const;
-  std::string path_;
+  std::string path_, text_;
   const uint8_t* data_ = nullptr;  // the whole mapping (header included)
   size_t map_bytes_ = 0;
   int64_t count_ = 0, vocab_size_ = 0;

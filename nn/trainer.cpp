@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -159,8 +160,30 @@ double evaluate(LanguageModel& model, const TokenDataset& data, int64_t batch, i
   return all[0] / all[1];
 }
 
+// The numeric options, each named as its `uoe train` flag.
+void check_numbers(const TrainOptions& o) {
+  UOE_CHECK(o.steps > 0 && o.batch > 0 && o.seq > 0 && o.grad_accum > 0,
+            "[train] --steps, --batch, --seq and --grad-accum must be positive, got ", o.steps, ", ", o.batch, ", ",
+            o.seq, ", ", o.grad_accum);
+  UOE_CHECK(std::isfinite(o.lr) && o.lr > 0, "[train] --lr must be a positive finite number, got ", o.lr);
+  UOE_CHECK(std::isfinite(o.min_lr) && o.min_lr <= o.lr, "[train] --min-lr must be finite and at most --lr (",
+            o.lr, "; negative: lr / 10), got ", o.min_lr);
+  UOE_CHECK(std::isfinite(o.clip) && o.clip >= 0, "[train] --clip must be >= 0 (0: no clipping), got ", o.clip);
+  UOE_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0, "[train] --weight-decay must be >= 0, got ",
+            o.weight_decay);
+  UOE_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.momentum >= 0 && o.momentum < 1,
+            "[train] beta1, beta2 and momentum must be in [0, 1), got ", o.beta1, ", ", o.beta2, ", ", o.momentum);
+  UOE_CHECK(o.eval_every >= 0 && o.save_every >= 0, "[train] --eval-every and --save-every must be >= 0 (0: only at "
+            "the end), got ", o.eval_every, " and ", o.save_every);
+  UOE_CHECK(o.eval_batches > 0, "[train] --eval-batches must be positive, got ", o.eval_batches);
+  UOE_CHECK(std::isfinite(o.time_limit_s) && o.time_limit_s >= 0, "[train] --minutes must be >= 0 (0: no limit), "
+            "got ", o.time_limit_s / 60);
+  UOE_CHECK(o.bucket_bytes > 0, "[train] bucket_bytes must be positive, got ", o.bucket_bytes);
+}
+
 TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenDataset& data, const Tokenizer& tokenizer,
                   Communicator& comm) {
+  check_numbers(o);
   UOE_CHECK(!o.out_dir.empty(), "[train] an output directory is required");
   UOE_CHECK(o.batch >= comm.size(), "[train] the batch of ", o.batch, " rows is smaller than the ", comm.size(),
             " ranks: every rank needs at least one row");

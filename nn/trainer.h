@@ -23,7 +23,7 @@ struct TrainOptions {
   int64_t warmup = -1;       // < 0: min(100, steps / 10)
   std::string optimizer = "adamw";  // adamw | sgd
   double beta1 = 0.9, beta2 = 0.95, weight_decay = 0.1, momentum = 0.9;
-  double clip = 1.0;
+  double clip = 1.0;          // the global gradient norm's limit; 0: no clipping
   uint64_t seed = 0;
   int64_t eval_every = 100;  // 0: only at the end
   int64_t eval_batches = 8;

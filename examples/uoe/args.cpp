@@ -1,23 +1,24 @@
 // Command-line flag parsing.
 #include "args.h"
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace uoe::cli {
 
-Args::Args(const std::string& command, const std::vector<std::string>& argv, const std::set<std::string>& known,
-           const std::set<std::string>& switches)
-    : command_(command) {
+Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& known,
+           const std::set<std::string>& switches) {
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& a = argv[i];
-    UOE_CHECK(a.rfind("--", 0) == 0, "uoe ", command, ": unexpected argument '", a, "' (flags start with --)");
+    UOE_CHECK(a.rfind("--", 0) == 0, "unexpected argument '", a, "' (flags start with --)");
     const std::string name(a.begin() + 2, a.end());
-    UOE_CHECK(known.count(name) || switches.count(name), "uoe ", command, ": unknown flag --", name);
+    UOE_CHECK(known.count(name) || switches.count(name), "unknown flag --", name);
     if (switches.count(name)) {
       values_[name] = std::string(1, '1');  // not = "1": g++ 12 -Wrestrict false positive
       continue;
     }
-    UOE_CHECK(i + 1 < argv.size(), "uoe ", command, ": flag --", name, " needs a value");
+    UOE_CHECK(i + 1 < argv.size(), "flag --", name, " needs a value");
     values_[name] = argv[++i];
   }
 }
@@ -29,13 +30,13 @@ std::string Args::str(const std::string& name, const std::string& def) const {
 
 std::string Args::required(const std::string& name) const {
   auto it = values_.find(name);
-  UOE_CHECK(it != values_.end(), "uoe ", command_, ": --", name, " is required");
+  UOE_CHECK(it != values_.end(), "--", name, " is required");
   return it->second;
 }
 
 // Parses the whole value of --name with `parse` (std::stoll or std::stod), else the error names the flag.
 template <typename T, typename Parse>
-T parse_flag(const std::string& command, const std::string& name, const std::string& value, const char* what,
+T parse_flag(const std::string& name, const std::string& value, const char* what,
              Parse parse) {
   size_t used = 0;
   T v{};
@@ -44,22 +45,24 @@ T parse_flag(const std::string& command, const std::string& name, const std::str
   } catch (const std::exception&) {
     used = 0;
   }
-  UOE_CHECK(used == value.size() && used > 0, "uoe ", command, ": --", name, " expects ", what, ", got '", value, "'");
+  UOE_CHECK(used == value.size() && used > 0, "--", name, " expects ", what, ", got '", value, "'");
   return v;
 }
 
 int64_t Args::integer(const std::string& name, int64_t def) const {
   auto it = values_.find(name);
   if (it == values_.end()) return def;
-  return parse_flag<int64_t>(command_, name, it->second, "an integer",
+  return parse_flag<int64_t>(name, it->second, "an integer",
                              [](const std::string& s, size_t* used) { return std::stoll(s, used); });
 }
 
 double Args::number(const std::string& name, double def) const {
   auto it = values_.find(name);
   if (it == values_.end()) return def;
-  return parse_flag<double>(command_, name, it->second, "a number",
-                            [](const std::string& s, size_t* used) { return std::stod(s, used); });
+  const double v = parse_flag<double>(name, it->second, "a number",
+                                     [](const std::string& s, size_t* used) { return std::stod(s, used); });
+  UOE_CHECK(std::isfinite(v), "--", name, " expects a finite number, got '", it->second, "'");
+  return v;
 }
 
 }  // namespace uoe::cli

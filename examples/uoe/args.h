@@ -9,8 +9,9 @@ namespace uoe::cli {
 
 class Args {
  public:
-  // argv after the subcommand; `switches` are flags without a value; every flag must be in `known`.
-  Args(const std::string& command, const std::vector<std::string>& argv, const std::set<std::string>& known,
+  // argv after the subcommand; `switches` are flags without a value; every flag must be in `known`. Errors name
+  // the flag (main prefixes them with "uoe <command>: ").
+  Args(const std::vector<std::string>& argv, const std::set<std::string>& known,
        const std::set<std::string>& switches = {});
   bool has(const std::string& name) const { return values_.count(name) > 0; }
   std::string str(const std::string& name, const std::string& def) const;
@@ -20,7 +21,6 @@ class Args {
   bool flag(const std::string& name) const { return has(name); }
 
  private:
-  std::string command_;
   std::map<std::string, std::string> values_;
 };
 

@@ -1,6 +1,4 @@
 // uoe analyze: routing analysis of a checkpoint over a text (report.html, stats.json, CSV files).
-#include <unistd.h>
-
 #include <cstdio>
 
 #include "analysis/report.h"
@@ -10,7 +8,7 @@
 namespace uoe::cli {
 
 int cmd_analyze(const std::vector<std::string>& argv) {
-  const Args a("analyze", argv,
+  const Args a(argv,
                {"ckpt", "data", "out", "tokens", "seq", "batch", "samples", "grad-windows", "examples", "bins", "threads"});
   set_threads(a.integer("threads", 0));
   const std::string ckpt = a.required("ckpt"), data = a.required("data"), out = a.required("out");
@@ -28,11 +26,9 @@ int cmd_analyze(const std::vector<std::string>& argv) {
   const TrainedModel trained = load_trained_model(ckpt);
   nn::LanguageModel& model = *trained.model;
   const nn::Tokenizer& tokenizer = *trained.tokenizer;
-  const std::string cache = "/tmp/uoe-analyze-" + std::to_string(::getpid()) + ".bin";
-  const auto tokens = open_tokens(data, tokenizer, cache);
+  const auto tokens = open_tokens_once(data, tokenizer);
   const nn::TokenDataset split(tokens);
   const analysis::AnalysisResult r = analysis::analyze(model, *tokens, split.val_begin(), tokenizer, o);
-  ::unlink(cache.c_str());
   analysis::write_report(out, r, "Routing analysis of " + ckpt);
 
   std::printf("analysed %ld tokens of %s in %.1f s (%s FFN)\n", long(r.tokens), data.c_str(), r.seconds,

@@ -72,7 +72,7 @@ pid_t spawn(const std::vector<std::string>& args, const std::string& log_path) {
 }  // namespace
 
 int cmd_compare(const std::vector<std::string>& argv) {
-  const Args a("compare", argv,
+  const Args a(argv,
                {"data", "archs", "minutes", "seeds", "out", "batch", "seq", "lr", "steps", "threads", "jobs",
                 "eval-every", "eval-batches", "preset-prefix"});
   const std::string out = a.required("out"), data = a.required("data");

@@ -1,6 +1,4 @@
 // uoe eval: validation loss of a checkpoint in nats per token and bits per byte.
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdio>
 
@@ -12,7 +10,7 @@
 namespace uoe::cli {
 
 int cmd_eval(const std::vector<std::string>& argv) {
-  const Args a("eval", argv, {"ckpt", "data", "batch", "seq", "max-batches", "threads", "device", "dtype"});
+  const Args a(argv, {"ckpt", "data", "batch", "seq", "max-batches", "threads", "device", "dtype"});
   set_threads(a.integer("threads", 0));
   const Device device = device_flag(a);
   const DType compute = precision_flag(a, "dtype", "the compute dtype");
@@ -22,8 +20,7 @@ int cmd_eval(const std::vector<std::string>& argv) {
   model.to(device);
   if (compute != DType::Float32) model.compute_dtype = compute;
   const std::string data = a.required("data");
-  const std::string cache = "/tmp/uoe-eval-" + std::to_string(::getpid()) + ".bin";
-  const auto tokens = open_tokens(data, tokenizer, cache);
+  const auto tokens = open_tokens_once(data, tokenizer);
   const nn::TokenDataset dataset(tokens);
   const int64_t seq = a.integer("seq", model.config.context), batch = a.integer("batch", 8);
   const int64_t max_batches = a.integer("max-batches", 1 << 30);
@@ -35,7 +32,6 @@ int cmd_eval(const std::vector<std::string>& argv) {
     for (int64_t v : b.y.to_vector<int64_t>()) ids.push_back(int32_t(v));
   tokens_used = int64_t(ids.size());
   const double bytes = double(tokenizer.decode(ids).size());
-  ::unlink(cache.c_str());
   std::printf("val loss %.4f nats/token, %.4f bits/byte over %ld tokens (%.0f bytes)\n", nats,
               nats * double(tokens_used) / (bytes * std::log(2.0)), long(tokens_used), bytes);
   return 0;

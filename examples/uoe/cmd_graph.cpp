@@ -47,7 +47,7 @@ std::string svg_path(const std::string& dot_path) {
 }  // namespace
 
 int cmd_graph(const std::vector<std::string>& argv) {
-  const Args a("graph", argv, {"config", "layer", "out", "seq"});
+  const Args a(argv, {"config", "layer", "out", "seq"});
   const nn::ModelConfig config = config_from_flag(a.required("config"));
   const int64_t layer = a.integer("layer", 0), T = a.integer("seq", 8);
   UOE_CHECK(layer >= 0 && layer < config.n_layers, "--layer ", layer, " is out of range: ", config.name, " has ",

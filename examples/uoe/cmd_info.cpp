@@ -35,7 +35,7 @@ nn::MemoryOptions memory_options(const Args& a, const nn::ModelConfig& c) {
 }  // namespace
 
 int cmd_info(const std::vector<std::string>& argv) {
-  const Args a("info", argv, {"config", "batch", "seq", "dtype", "param-dtype", "ranks", "expert-parallel"},
+  const Args a(argv, {"config", "batch", "seq", "dtype", "param-dtype", "ranks", "expert-parallel"},
                {"checkpoint-activations", "zero1"});
   nn::ModelConfig base = nn::load_model_config(a.required("config"));
   nn::resolve_defaults(base);

@@ -8,7 +8,7 @@
 namespace uoe::cli {
 
 int cmd_plot(const std::vector<std::string>& argv) {
-  const Args a("plot", argv, {"run", "out"});
+  const Args a(argv, {"run", "out"});
   const std::string dir = analysis::write_run_plots(a.required("run"), a.str("out", ""));
   std::printf("wrote %s/index.html\n", dir.c_str());
   return 0;

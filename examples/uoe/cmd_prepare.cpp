@@ -7,7 +7,7 @@
 namespace uoe::cli {
 
 int cmd_prepare(const std::vector<std::string>& argv) {
-  const Args a("prepare", argv, {"data", "out", "tokenizer", "tokenizer-out"});
+  const Args a(argv, {"data", "out", "tokenizer", "tokenizer-out"});
   const std::string data = a.required("data"), out = a.required("out");
   const auto tok = make_tokenizer(a.str("tokenizer", "byte"), data);
   const int64_t n = nn::prepare_tokens(data, *tok, out);

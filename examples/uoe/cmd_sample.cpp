@@ -14,7 +14,7 @@
 namespace uoe::cli {
 
 int cmd_sample(const std::vector<std::string>& argv) {
-  const Args a("sample", argv,
+  const Args a(argv,
                {"ckpt", "prompt", "tokens", "temperature", "top-k", "top-p", "seed", "threads", "device", "dtype"});
   set_threads(a.integer("threads", 0));
   const Device device = device_flag(a);
@@ -27,7 +27,9 @@ int cmd_sample(const std::vector<std::string>& argv) {
   model.eval();
   const int64_t n = a.integer("tokens", 200), top_k = a.integer("top-k", 0);
   const double temperature = a.number("temperature", 1.0), top_p = a.number("top-p", 1.0);
-  UOE_CHECK(temperature >= 0, "--temperature must be >= 0");
+  UOE_CHECK(n >= 0, "--tokens must be >= 0, got ", n);
+  UOE_CHECK(top_k >= 0, "--top-k must be >= 0 (0: every token), got ", top_k);
+  UOE_CHECK(temperature >= 0, "--temperature must be >= 0 (0: greedy), got ", temperature);
   UOE_CHECK(top_p > 0 && top_p <= 1, "--top-p ", top_p, ": expected a probability mass in (0, 1]");
   Generator gen(uint64_t(a.integer("seed", 0)));
   std::vector<int32_t> ids = tokenizer.encode(a.str("prompt", "\n"));

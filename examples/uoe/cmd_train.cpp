@@ -25,7 +25,7 @@ Device train_device(const Args& a, const Communicator& comm) {
 }
 
 int train_command(const std::vector<std::string>& argv, Communicator& comm) {
-  const Args a("train", argv,
+  const Args a(argv,
                {"config", "data", "out", "steps", "batch", "seq", "lr", "min-lr", "warmup", "threads", "seed",
                 "eval-every", "eval-batches", "save-every", "grad-accum", "optimizer", "tokenizer", "minutes", "clip",
                 "weight-decay", "device", "dtype", "param-dtype", "expert-parallel"},
@@ -61,8 +61,6 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   if (bf16) o.compute_dtype = DType::BFloat16;
   o.param_dtype = precision_flag(a, "param-dtype", "parameters and gradients stored in bfloat16, optimiser state in "
                                  "float32");
-  UOE_CHECK(o.steps > 0 && o.batch > 0 && o.seq > 0 && o.grad_accum > 0,
-            "--steps, --batch, --seq and --grad-accum must be positive");
 
   // Rank 0 creates the output directory, finishes an interrupted checkpoint write and tokenises the text once;
   // the other ranks read what it wrote.
@@ -81,7 +79,8 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   std::shared_ptr<nn::TokenFile> tokens;
   if (lead) tokens = open_tokens(data, *tok, token_cache);
   comm.barrier();
-  if (!lead) tokens = std::make_shared<nn::TokenFile>(is_token_file(data) ? data : token_cache);
+  if (!lead) tokens = is_token_file(data) ? std::make_shared<nn::TokenFile>(data)
+                                          : std::make_shared<nn::TokenFile>(token_cache, data);
   const nn::TokenDataset dataset(tokens);
   std::string ranks;
   if (comm.size() > 1) {

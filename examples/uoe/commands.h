@@ -30,6 +30,9 @@ bool is_token_file(const std::string& data_path);
 // into `cache_path` with `tok` first.
 std::shared_ptr<nn::TokenFile> open_tokens(const std::string& data_path, const nn::Tokenizer& tok,
                                           const std::string& cache_path);
+// The same for a read-only use (eval, analyze): text is tokenised into a temporary file that is removed as soon
+// as it is mapped, so nothing is left behind, whatever happens next.
+std::shared_ptr<nn::TokenFile> open_tokens_once(const std::string& data_path, const nn::Tokenizer& tok);
 // "byte", "bpe:<vocab>" (trained on the text at data_path) or a saved tokenizer .json file.
 std::unique_ptr<nn::Tokenizer> make_tokenizer(const std::string& spec, const std::string& data_path);
 void set_threads(int64_t threads);

@@ -1,7 +1,9 @@
 // Helpers shared by the subcommands: tokenizers from a spec, token files from text, thread count, precision flags.
 #include <omp.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "args.h"
@@ -25,7 +27,18 @@ std::shared_ptr<nn::TokenFile> open_tokens(const std::string& data_path, const n
                                           const std::string& cache_path) {
   if (is_token_file(data_path)) return std::make_shared<nn::TokenFile>(data_path);
   nn::prepare_tokens(data_path, tok, cache_path);
-  return std::make_shared<nn::TokenFile>(cache_path);
+  return std::make_shared<nn::TokenFile>(cache_path, data_path);
+}
+
+std::shared_ptr<nn::TokenFile> open_tokens_once(const std::string& data_path, const nn::Tokenizer& tok) {
+  if (is_token_file(data_path)) return std::make_shared<nn::TokenFile>(data_path);
+  const std::string cache =
+      (std::filesystem::temp_directory_path() / ("uoe-tokens-" + std::to_string(::getpid()) + ".bin")).string();
+  struct Remove {
+    const std::string& path;
+    ~Remove() { ::unlink(path.c_str()); }  // the mapping keeps the ids readable
+  } remove{cache};
+  return open_tokens(data_path, tok, cache);
 }
 
 std::unique_ptr<nn::Tokenizer> make_tokenizer(const std::string& spec, const std::string& data_path) {

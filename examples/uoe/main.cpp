@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a log or pipe in order with stderr's errors
   const std::string cmd = argv[1];
   const std::vector<std::string> rest(argv + 2, argv + argc);
   try {

@@ -6,10 +6,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
 
 #include "core/json.h"
 #include "fixtures.h"
+#include "gradcheck.h"
 #include "nn/accounting.h"
 #include "nn/checkpoint.h"
 #include "nn/trainer.h"
@@ -199,10 +204,47 @@ TEST(Training, CliEvalSampleInfoAndErrors) {
   for (const char* kind : {"dense", "moe", "aoe", "uoe  "}) EXPECT_NE(out.find(kind), std::string::npos) << out;
   out = run_command(cli + " train --config tiny-uoe --bogus 1", &code);
   EXPECT_EQ(code, 1);
-  EXPECT_NE(out.find("unknown flag --bogus"), std::string::npos) << out;
+  EXPECT_NE(out.find("uoe train: unknown flag --bogus"), std::string::npos) << out;  // one prefix
+  EXPECT_EQ(out.find("uoe train: uoe train"), std::string::npos) << out;
+  out = run_command(cli + " train --config tiny-uoe --lr nan --out " + dir + "/nan", &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("--lr expects a finite number, got 'nan'"), std::string::npos) << out;
+  out = run_command(cli + " sample --ckpt " + ckpt + " --tokens -1", &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("--tokens must be >= 0"), std::string::npos) << out;
+  std::ofstream(dir + "/short.txt") << "too short";
+  out = run_command(cli + " eval --ckpt " + ckpt + " --data " + dir + "/short.txt", &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("(the tokens of '" + dir + "/short.txt') has 0 tokens"), std::string::npos) << out;
   out = run_command(cli + " eval --ckpt " + dir + "/nothing --data x", &code);
   EXPECT_EQ(code, 1);
   EXPECT_NE(out.find("no checkpoint"), std::string::npos) << out;
+}
+
+TEST(Training, BadNumericOptionsAreNamedBeforeAnyWork) {
+  const std::string dir = temp_dir("bad_options");
+  auto data = micro_data(dir);
+  auto tok = make_byte_tokenizer();
+  const std::vector<std::pair<std::function<void(TrainOptions&)>, std::string>> cases = {
+      {[](TrainOptions& o) { o.steps = 0; }, "--steps, --batch, --seq and --grad-accum must be positive"},
+      {[](TrainOptions& o) { o.grad_accum = -1; }, "--steps, --batch, --seq and --grad-accum must be positive"},
+      {[](TrainOptions& o) { o.lr = 0; }, "--lr must be a positive finite number, got 0"},
+      {[](TrainOptions& o) { o.lr = std::numeric_limits<double>::infinity(); }, "--lr must be a positive finite"},
+      {[](TrainOptions& o) { o.min_lr = 1; }, "--min-lr must be finite and at most --lr"},
+      {[](TrainOptions& o) { o.clip = -1; }, "--clip must be >= 0 (0: no clipping), got -1"},
+      {[](TrainOptions& o) { o.weight_decay = std::nan(""); }, "--weight-decay must be >= 0"},
+      {[](TrainOptions& o) { o.beta2 = 1; }, "beta1, beta2 and momentum must be in [0, 1)"},
+      {[](TrainOptions& o) { o.save_every = -5; }, "--eval-every and --save-every must be >= 0"},
+      {[](TrainOptions& o) { o.eval_batches = 0; }, "--eval-batches must be positive, got 0"},
+      {[](TrainOptions& o) { o.time_limit_s = -60; }, "--minutes must be >= 0 (0: no limit), got -1"},
+  };
+  for (const auto& [spoil, expected] : cases) {
+    TrainOptions o = options(dir + "/run", 3);
+    spoil(o);
+    const std::string msg = uoe::testing::error_of([&] { train(micro(FfnKind::Dense), o, *data, *tok); });
+    EXPECT_NE(msg.find("[train] " + expected), std::string::npos) << msg;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/run"));  // refused before the output directory was made
 }
 
 TEST(Training, NoSaveRunReportsFlopsAndMemoryAndLeavesNoCheckpoint) {
