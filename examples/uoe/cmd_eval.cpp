@@ -12,13 +12,10 @@ namespace uoe::cli {
 int cmd_eval(const std::vector<std::string>& argv) {
   const Args a(argv, {"ckpt", "data", "batch", "seq", "max-batches", "threads", "device", "dtype"});
   set_threads(a.integer("threads", 0));
-  const Device device = device_flag(a);
-  const DType compute = precision_flag(a, "dtype", "the compute dtype");
-  const TrainedModel trained = load_trained_model(a.required("ckpt"));
+  const TrainedModel trained =
+      load_trained_model(a.required("ckpt"), device_flag(a), precision_flag(a, "dtype", "the compute dtype"));
   nn::LanguageModel& model = *trained.model;
   const nn::Tokenizer& tokenizer = *trained.tokenizer;
-  model.to(device);
-  if (compute != DType::Float32) model.compute_dtype = compute;
   const std::string data = a.required("data");
   const auto tokens = open_tokens_once(data, tokenizer);
   const nn::TokenDataset dataset(tokens);

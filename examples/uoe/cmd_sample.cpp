@@ -18,12 +18,10 @@ int cmd_sample(const std::vector<std::string>& argv) {
                {"ckpt", "prompt", "tokens", "temperature", "top-k", "top-p", "seed", "threads", "device", "dtype"});
   set_threads(a.integer("threads", 0));
   const Device device = device_flag(a);
-  const DType compute = precision_flag(a, "dtype", "the compute dtype");
-  const TrainedModel trained = load_trained_model(a.required("ckpt"));
+  const TrainedModel trained =
+      load_trained_model(a.required("ckpt"), device, precision_flag(a, "dtype", "the compute dtype"));
   nn::LanguageModel& model = *trained.model;
   const nn::Tokenizer& tokenizer = *trained.tokenizer;
-  model.to(device);
-  if (compute != DType::Float32) model.compute_dtype = compute;
   model.eval();
   const int64_t n = a.integer("tokens", 200), top_k = a.integer("top-k", 0);
   const double temperature = a.number("temperature", 1.0), top_p = a.number("top-p", 1.0);

@@ -42,12 +42,13 @@ DType precision_flag(const Args& a, const std::string& flag, const std::string& 
 // --device: cpu (the default), cuda or cuda:N; a GPU that is not visible is one error naming the flag.
 Device device_flag(const Args& a);
 
-// A checkpoint's model with its weights loaded (the optimiser state is not read), on the CPU, and its tokenizer:
-// what eval, sample and analyze start from.
+// A checkpoint's model with its weights loaded (the optimiser state is not read) and its tokenizer: what eval,
+// sample and analyze start from. The model is on `device` and computes in `compute` (--device, --dtype).
 struct TrainedModel {
   std::unique_ptr<nn::LanguageModel> model;
   std::unique_ptr<nn::Tokenizer> tokenizer;
 };
-TrainedModel load_trained_model(const std::string& ckpt_dir);
+TrainedModel load_trained_model(const std::string& ckpt_dir, Device device = Device::cpu(),
+                                DType compute = DType::Float32);
 
 }  // namespace uoe::cli

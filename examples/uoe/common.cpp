@@ -72,11 +72,16 @@ Device device_flag(const Args& a) {
   return d;
 }
 
-TrainedModel load_trained_model(const std::string& ckpt_dir) {
-  nn::Checkpoint c = nn::load_checkpoint(ckpt_dir, nn::OptimizerState::Skip);
-  TrainedModel t{std::make_unique<nn::LanguageModel>(c.config), std::move(c.tokenizer)};
-  t.model->load_state_dict(c.model);
-  return t;  // c.model's copy of the weights is freed here
+TrainedModel load_trained_model(const std::string& ckpt_dir, Device device, DType compute) {
+  TrainedModel t;
+  {
+    nn::Checkpoint c = nn::load_checkpoint(ckpt_dir, nn::OptimizerState::Skip);
+    t = {std::make_unique<nn::LanguageModel>(c.config), std::move(c.tokenizer)};
+    t.model->load_state_dict(c.model);
+  }  // c.model's copy of the weights is freed here
+  t.model->to(device);
+  if (compute != DType::Float32) t.model->compute_dtype = compute;
+  return t;
 }
 
 }  // namespace uoe::cli
