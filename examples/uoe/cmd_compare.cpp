@@ -17,6 +17,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "nn/accounting.h"
+#include "nn/config.h"
 
 namespace uoe::cli {
 namespace {
@@ -81,6 +82,7 @@ int cmd_compare(const std::vector<std::string>& argv) {
   const double minutes = a.number("minutes", 10);
   const std::string prefix = a.str("preset-prefix", "tiny-");
   UOE_CHECK(!archs.empty() && seeds > 0 && minutes > 0, "--archs, --seeds and --minutes must be non-empty/positive");
+  for (const std::string& arch : archs) nn::load_model_config(prefix + arch);  // a bad name fails before any run
   std::filesystem::create_directories(out);
   auto tok = nn::make_byte_tokenizer();
   const auto tokens = open_tokens(data, *tok, out + "/tokens.bin");

@@ -1,0 +1,82 @@
+// uoe compare: every (kind, seed) run trains in its own process; results.md's mean ± sd over the seeds equals the
+// runs' own final validation losses; the chart and every run's plots are written; a bad kind fails before any run.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "analysis/metrics_plot.h"
+#include "core/atomic_file.h"
+#include "core/json.h"
+#include "fixtures.h"
+#include "xml_check.h"
+
+namespace uoe {
+namespace {
+
+using test::run_command;
+
+class CompareCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = test::temp_dir("compare_cli");
+    test::micro_data(dir);
+    // --preset-prefix <dir>/micro- names these two JSON configs
+    for (nn::FfnKind kind : {nn::FfnKind::Dense, nn::FfnKind::UoE})
+      std::ofstream(dir + "/micro-" + nn::ffn_kind_name(kind)) << nn::to_json(test::micro_config(kind)).dump(2);
+  }
+  std::string compare(const std::string& flags, int* code) const {
+    return run_command(std::string(UOE_CLI_PATH) + " compare --data " + dir + "/text.txt --preset-prefix " + dir +
+                           "/micro- " + flags,
+                       code);
+  }
+  // The final validation loss of one run, from its own metrics.jsonl.
+  double final_val_loss(const std::string& run) const {
+    const analysis::RunMetrics m = analysis::read_metrics(dir + "/out/" + run + "/metrics.jsonl");
+    double last = NAN;
+    for (const analysis::StepMetrics& s : m.steps)
+      if (s.val_loss) last = *s.val_loss;
+    return last;
+  }
+  std::string dir;
+};
+
+TEST_F(CompareCli, TablesTheSeedsOfEveryKind) {
+  int code = 0;
+  const std::string out = compare("--archs dense,uoe --seeds 2 --jobs 2 --threads 2 --minutes 5 --steps 4 --batch 2 "
+                                  "--seq 16 --eval-every 2 --eval-batches 1 --out " + dir + "/out",
+                                  &code);
+  ASSERT_EQ(code, 0) << out;
+  const std::string md = read_file_bytes(dir + "/out/results.md");
+  EXPECT_NE(md.find("2 seed(s) x 5 min per kind, 2 run(s) at a time with 1 thread(s) each, batch 2 x 16"),
+            std::string::npos) << md;
+  for (const char* kind : {"dense", "uoe"}) {
+    const double a = final_val_loss(std::string(kind) + "-seed0"), b = final_val_loss(std::string(kind) + "-seed1");
+    ASSERT_TRUE(std::isfinite(a) && std::isfinite(b)) << kind;
+    EXPECT_NE(a, b) << kind << ": the two seeds should differ";
+    const double mean = (a + b) / 2, sd = std::abs(a - b) / std::sqrt(2.0);
+    char row[96];
+    std::snprintf(row, sizeof row, "| %s | %.4f ± %.4f |", kind, mean, sd);
+    EXPECT_NE(md.find(row), std::string::npos) << row << "\n" << md;
+    for (const char* seed : {"-seed0", "-seed1"})
+      EXPECT_TRUE(std::filesystem::exists(dir + "/out/" + kind + seed + "/plots/index.html")) << kind << seed;
+  }
+  EXPECT_NE(out.find("| kind | val loss (nats/token) |"), std::string::npos) << out;  // the table is printed too
+  const test::XmlCheck svg = test::check_xml(read_file_bytes(dir + "/out/val_loss.svg"));
+  EXPECT_EQ(svg.error, "");
+  EXPECT_EQ(svg.find("polyline", "class", "line").size(), 4u) << "a curve per run";
+}
+
+TEST_F(CompareCli, ABadKindFailsBeforeAnyRun) {
+  int code = 0;
+  const std::string out = compare("--archs dense,bogus --out " + dir + "/bad", &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("uoe compare: [config]"), std::string::npos) << out;
+  EXPECT_NE(out.find("micro-bogus"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/bad")) << "nothing is started or written";
+}
+
+}  // namespace
+}  // namespace uoe
