@@ -3,6 +3,8 @@
 // data parallel (rank shares of each batch, averaged gradients, optional ZeRO-1) when there are several ranks.
 #include "nn/trainer.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -22,6 +24,7 @@
 #include "nn/data_parallel.h"
 #include "nn/expert_sharding.h"
 #include "nn/optim.h"
+#include "nn/progress.h"
 #include "nn/zero_optimizer.h"
 #if UOE_WITH_CUDA
 #include "cuda/gemm.h"
@@ -51,24 +54,6 @@ class StopSignals {
   void (*prev_int_)(int);
   void (*prev_term_)(int);
 };
-
-std::string format_duration(double s) {
-  const int64_t t = int64_t(s + 0.5);
-  char buf[32];
-  if (t >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", long(t / 3600), long(t / 60 % 60), long(t % 60));
-  else std::snprintf(buf, sizeof buf, "%ld:%02ld", long(t / 60), long(t % 60));
-  return buf;
-}
-
-void draw_progress(int64_t step, int64_t total, double loss, double tok_s, double eta_s) {
-  constexpr int kWidth = 24;
-  const int filled = total > 0 ? int(double(kWidth) * double(step) / double(total)) : 0;
-  std::string bar(size_t(filled), '#');
-  bar.resize(kWidth, '.');
-  std::fprintf(stderr, "\r[%s] step %ld/%ld | loss %.4f | %.0f tok/s | ETA %s   ", bar.c_str(), long(step), long(total),
-               loss, tok_s, format_duration(eta_s).c_str());
-  std::fflush(stderr);
-}
 
 // Keeps the metrics lines of steps <= `step` (a resumed run rewrites what came after its checkpoint).
 void truncate_metrics(const std::string& path, int64_t step) {
@@ -291,6 +276,7 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
   TrainResult result;
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  Progress progress(stderr, ::isatty(STDERR_FILENO) == 1);
   int64_t session_tokens = 0, step = start;
   double step_began = elapsed();  // where this step's own time starts (evaluation and saving left out)
   model.train();
@@ -336,17 +322,19 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     if (lead) m["layers"] = layer_metrics(model);  // rank 0's share of the batch
     // this step alone: no start-up in it, and the previous step's optimiser update finishing on a GPU
     m["step_tokens_per_s"] = double(step_tokens) / std::max(elapsed() - step_began, 1e-9);
+    if (o.progress && lead) {
+      const double eta = o.time_limit_s > 0 ? std::max(0.0, o.time_limit_s - elapsed())
+                                            : double(o.steps - step) * double(step_tokens) / std::max(tok_s, 1e-9);
+      progress.step(step, o.steps, global[0], tok_s, eta, elapsed());
+    }
     if ((o.eval_every > 0 && step % o.eval_every == 0) || stopping) {
       const double val = evaluate(model, data, o.batch, o.seq, o.eval_batches, comm);
       m["val_loss"] = val;
       result.curve.push_back({step, tokens_seen, val});
       result.final_val_loss = val;
+      if (o.progress && lead) progress.validation(step, o.steps, global[0], val, elapsed());
     }
     if (lead) metrics << m.dump() << "\n" << std::flush;
-    if (o.progress && lead) {
-      const double eta = double(o.steps - step) * double(step_tokens) / std::max(tok_s, 1e-9);
-      draw_progress(step, o.steps, global[0], tok_s, o.time_limit_s > 0 ? std::max(0.0, o.time_limit_s - elapsed()) : eta);
-    }
     if ((o.save_every > 0 && step % o.save_every == 0) || (stopping && o.save_at_end)) save(step);
     if (stopping) {
       result.interrupted = global[1] > 0;
@@ -354,7 +342,7 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     }
     step_began = elapsed();
   }
-  if (o.progress && lead) std::fprintf(stderr, "\n");
+  if (o.progress && lead) progress.finish();
   result.steps = step;
   result.tokens_per_s = double(session_tokens) / std::max(elapsed(), 1e-9);
   return result;
