@@ -40,6 +40,7 @@ int cmd_info(const std::vector<std::string>& argv) {
   nn::ModelConfig base = nn::load_model_config(a.required("config"));
   nn::resolve_defaults(base);
   const nn::MemoryOptions mem = memory_options(a, base);
+  const nn::MemoryEstimate e = nn::estimate_training_memory(base, mem);  // bad settings fail before any output
   std::printf("%s: %ld layers, d_model %ld, %ld heads (%ld kv), context %ld, vocab %ld\n", base.name.c_str(),
               long(base.n_layers), long(base.d_model), long(base.n_heads), long(base.n_kv_heads), long(base.context),
               long(base.vocab_size));
@@ -69,7 +70,6 @@ int cmd_info(const std::vector<std::string>& argv) {
                 k.active / 1e6, k.flops / 1e6, mib(nn::estimate_training_memory(c, own).total),
                 kind == base.ffn.kind ? "  <- this config" : "");
   }
-  const nn::MemoryEstimate e = nn::estimate_training_memory(base, mem);
   std::printf("\n%s at the peak (during %s):\n", base.name.c_str(), e.phase.c_str());
   const std::pair<const char*, double> lines[] = {
       {"parameters", e.parameters},    {"gradients", e.gradients},         {"optimizer state", e.optimizer},
