@@ -56,10 +56,14 @@ void save_checkpoint(const std::string& dir, const NamedTensors& model, const Mo
   });
 }
 
+ModelConfig checkpoint_config(const std::string& dir) {
+  return model_config_from_json(json::read_file(dir + "/config.json"), dir + "/config.json");
+}
+
 Checkpoint load_checkpoint(const std::string& dir, OptimizerState optimizer) {
   UOE_CHECK(checkpoint_exists(dir), "[checkpoint] no checkpoint in '", dir, "' (missing model.safetensors)");
   Checkpoint c;
-  c.config = model_config_from_json(json::read_file(dir + "/config.json"), dir + "/config.json");
+  c.config = checkpoint_config(dir);
   c.model = as_map(safetensors::load(dir + "/model.safetensors"));
   if (optimizer == OptimizerState::Load && file_exists(dir + "/optimizer.safetensors"))
     c.optimizer = as_map(safetensors::load(dir + "/optimizer.safetensors"));

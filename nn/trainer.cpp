@@ -230,14 +230,17 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     default_generator().set_state(rng.at("seed").as_uint(), rng.at("offset").as_uint());
     tokens_seen = c.trainer_state.at("tokens_seen").as_int();
     if (lead) truncate_metrics(metrics_path, start);
-  } else if (lead) {
-    std::ofstream(metrics_path, std::ios::trunc);
+  } else {
+    if (!o.init_from.empty())
+      model.load_state_dict(shards.slice(load_checkpoint(o.init_from, OptimizerState::Skip).model));
+    if (lead) std::ofstream(metrics_path, std::ios::trunc);
   }
   auto state_json = [&](int64_t step) {
     json::Value s = json::Value::object();
     s["step"] = step;
     s["tokens_seen"] = tokens_seen;
     s["seed"] = o.seed;
+    if (!o.init_from.empty()) s["init_from"] = o.init_from;
     s["data_cursor"] = step * o.grad_accum;  // batches are keyed by (seed, micro-step)
     json::Value rng = json::Value::object();  // the default generator (initialisation, dropout)
     rng["seed"] = default_generator().seed();

@@ -31,6 +31,9 @@ struct TrainOptions {
   bool save_at_end = true;   // false: no checkpoint when the run ends (throughput runs); save_every still applies
   double time_limit_s = 0;   // > 0: stop (and evaluate, save) once this much wall time has passed
   bool resume = false;
+  // A checkpoint directory: a new run (not one resumed from out_dir) starts from its model weights, with a fresh
+  // optimiser at step 0 (fine-tuning). The model configuration must be the checkpoint's.
+  std::string init_from;
   bool progress = true;      // the one-line progress bar on stderr
   std::string out_dir;       // metrics.jsonl and checkpoint/ go here
   Device device = Device::cpu();       // where the model, its gradients and the optimiser state live

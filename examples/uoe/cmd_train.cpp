@@ -28,12 +28,20 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   const Args a(argv,
                {"config", "data", "out", "steps", "batch", "seq", "lr", "min-lr", "warmup", "threads", "seed",
                 "eval-every", "eval-batches", "save-every", "grad-accum", "optimizer", "tokenizer", "minutes", "clip",
-                "weight-decay", "device", "dtype", "param-dtype", "expert-parallel"},
+                "weight-decay", "device", "dtype", "param-dtype", "expert-parallel", "init-from"},
                {"resume", "quiet", "zero1", "checkpoint-activations", "no-save"});
   const bool lead = comm.rank() == 0;
   set_threads(a.integer("threads", 0));
-  nn::ModelConfig config = nn::load_model_config(a.str("config", "tiny-uoe"));
   nn::TrainOptions o;
+  o.init_from = a.str("init-from", "");
+  if (!o.init_from.empty()) {
+    UOE_CHECK(!a.has("config") && !a.has("tokenizer"), "--init-from ", o.init_from, " brings its model and tokenizer: "
+              "leave out --config and --tokenizer");
+    UOE_CHECK(nn::checkpoint_exists(o.init_from), "--init-from ", o.init_from, ": no checkpoint there (expected "
+              "model.safetensors, config.json and tokenizer.json, as uoe train writes in <out>/checkpoint)");
+  }
+  nn::ModelConfig config = o.init_from.empty() ? nn::load_model_config(a.str("config", "tiny-uoe"))
+                                               : nn::checkpoint_config(o.init_from);
   o.out_dir = a.required("out");
   o.steps = a.integer("steps", 1000);
   o.batch = a.integer("batch", 16);
@@ -71,10 +79,12 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
     recover_directory(ckpt);
   }
   comm.barrier();
-  // The tokenizer of a resumed run is the checkpoint's; a new run builds one from --tokenizer.
-  std::unique_ptr<nn::Tokenizer> tok = o.resume && nn::checkpoint_exists(ckpt)
-                                           ? nn::load_tokenizer(ckpt + "/tokenizer.json")
-                                           : make_tokenizer(a.str("tokenizer", "byte"), data);
+  // The tokenizer of a resumed run is its checkpoint's, of a fine-tuning run the --init-from checkpoint's; a new
+  // run builds one from --tokenizer.
+  const bool resuming = o.resume && nn::checkpoint_exists(ckpt);
+  std::unique_ptr<nn::Tokenizer> tok = resuming               ? nn::load_tokenizer(ckpt + "/tokenizer.json")
+                                       : !o.init_from.empty() ? nn::load_tokenizer(o.init_from + "/tokenizer.json")
+                                                              : make_tokenizer(a.str("tokenizer", "byte"), data);
   config.vocab_size = std::max(config.vocab_size, tok->vocab_size());
   std::shared_ptr<nn::TokenFile> tokens;
   if (lead) tokens = open_tokens(data, *tok, token_cache);
@@ -95,12 +105,14 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
                 ranks.c_str(), long(dataset.train_tokens()), long(dataset.val_tokens()), long(o.batch), long(o.seq), long(o.steps),
                 o.out_dir.c_str());
   if (lead && o.resume) {
-    if (nn::checkpoint_exists(ckpt))
+    if (resuming)
       std::printf("resuming at step %ld from %s\n",
                   long(json::read_file(ckpt + "/trainer_state.json").at("step").as_int()), ckpt.c_str());
     else
       std::printf("--resume: no checkpoint in %s yet, starting at step 0\n", ckpt.c_str());
   }
+  if (lead && !resuming && !o.init_from.empty())
+    std::printf("starting from the weights of %s (a fresh optimiser, step 0)\n", o.init_from.c_str());
   const nn::TrainResult r = nn::train(config, o, dataset, *tok, comm);
   if (lead)
     std::printf("%s at step %ld: val loss %.4f nats/token, %.0f tokens/s (%.3g model TFLOP/s); %s\n",

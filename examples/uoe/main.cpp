@@ -15,6 +15,7 @@ const char* kUsage =
     "          [--optimizer adamw|sgd] [--tokenizer byte|bpe:V|file.json] [--minutes M] [--quiet]\n"
     "          [--device cpu|cuda|cuda:N] [--dtype f32|bf16] [--param-dtype f32|bf16] [--checkpoint-activations]\n"
     "          [--zero1] [--expert-parallel E]   (mpirun -np N uoe train ...: data (and expert) parallel)\n"
+    "          [--init-from <ckpt dir>]   (fine-tune: that checkpoint's model, tokenizer and weights; step 0)\n"
     "  eval    --ckpt <dir> --data <text> [--batch B] [--seq T] [--max-batches N] [--threads N]\n"
     "          [--device cpu|cuda|cuda:N] [--dtype f32|bf16]\n"
     "  sample  --ckpt <dir> --prompt \"...\" [--tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"

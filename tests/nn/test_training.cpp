@@ -134,6 +134,56 @@ TEST(Training, ResumeSaysWhereItStarts) {
   EXPECT_NE(out.find("resuming at step 2 from " + dir + "/run/checkpoint"), std::string::npos) << out;
 }
 
+TEST(Training, InitFromStartsAFreshRunFromACheckpointsWeights) {
+  const std::string dir = temp_dir("init_from");
+  auto data = micro_data(dir);
+  auto tok = make_byte_tokenizer();
+  train(micro(FfnKind::UoE), options(dir + "/base", 6), *data, *tok);
+  const Checkpoint base = load_checkpoint(dir + "/base/checkpoint");
+  // One step at a learning rate too small to move any weight: the fine-tuning run's weights are the base's.
+  TrainOptions o = options(dir + "/tuned", 1);
+  o.init_from = dir + "/base/checkpoint";
+  o.lr = 1e-12;
+  o.warmup = 0;
+  o.min_lr = 1e-12;
+  train(micro(FfnKind::UoE), o, *data, *tok);
+  const Checkpoint tuned = load_checkpoint(dir + "/tuned/checkpoint");
+  for (const auto& [name, t] : base.model) {
+    const std::vector<float> a = t.to_vector<float>(), b = tuned.model.at(name).to_vector<float>();
+    ASSERT_EQ(a.size(), b.size()) << name;
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-6 + 1e-6 * std::abs(a[i])) << name << " " << i;
+  }
+  EXPECT_EQ(tuned.trainer_state.at("step").as_int(), 1);  // a fresh run, not the base's step 6
+  EXPECT_EQ(tuned.optimizer.at("step").item<int64_t>(), 1);
+  EXPECT_EQ(tuned.trainer_state.at("init_from").as_string(), dir + "/base/checkpoint");
+  // Its first loss is the trained model's, far below a fresh model's first loss.
+  const auto fresh = losses(dir + "/base"), from_base = losses(dir + "/tuned");
+  ASSERT_EQ(from_base.size(), 1u);
+  EXPECT_LT(from_base[0], fresh[0] - 0.2) << "fresh " << fresh[0] << ", fine-tuned " << from_base[0];
+}
+
+TEST(Training, InitFromOnTheCommandLine) {
+  const std::string dir = temp_dir("init_from_cli");
+  micro_data(dir);
+  std::ofstream(dir + "/micro.json") << to_json(micro(FfnKind::MoE)).dump(2);
+  const std::string cli = std::string(UOE_CLI_PATH) + " train --data " + dir + "/text.txt --batch 2 --seq 16 "
+                          "--eval-every 0 --quiet --steps 2 ";
+  int code = 0;
+  std::string out = run_command(cli + "--config " + dir + "/micro.json --out " + dir + "/base", &code);
+  ASSERT_EQ(code, 0) << out;
+  out = run_command(cli + "--init-from " + dir + "/base/checkpoint --out " + dir + "/tuned", &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("starting from the weights of " + dir + "/base/checkpoint (a fresh optimiser, step 0)"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("micro (moe FFN)"), std::string::npos) << "the checkpoint's model: " << out;
+  out = run_command(cli + "--init-from " + dir + "/base/checkpoint --config tiny-uoe --out " + dir + "/x", &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("leave out --config and --tokenizer"), std::string::npos) << out;
+  out = run_command(cli + "--init-from " + dir + "/nothing --out " + dir + "/y", &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("--init-from " + dir + "/nothing: no checkpoint there"), std::string::npos) << out;
+}
+
 TEST(Training, SigtermSavesACheckpointAndExitsCleanly) {
   const std::string dir = temp_dir("sigterm");
   micro_data(dir);
