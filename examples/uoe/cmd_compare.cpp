@@ -121,7 +121,7 @@ int cmd_compare(const std::vector<std::string>& argv) {
         "--seq", std::to_string(a.integer("seq", 256)), "--lr", a.str("lr", "1e-3"), "--seed", std::to_string(r.seed),
         "--eval-every", std::to_string(a.integer("eval-every", 25)), "--eval-batches",
         std::to_string(a.integer("eval-batches", 8)), "--minutes", std::to_string(minutes), "--threads",
-        std::to_string(threads / jobs), "--quiet"};
+        std::to_string(threads / jobs), "--quiet", "--overwrite"};
     active.emplace_back(spawn(args, r.dir + "/train.log"), i);
   }
   while (!active.empty()) reap_one();

@@ -29,7 +29,7 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
                {"config", "data", "out", "steps", "batch", "seq", "lr", "min-lr", "warmup", "threads", "seed",
                 "eval-every", "eval-batches", "save-every", "grad-accum", "optimizer", "tokenizer", "minutes", "clip",
                 "weight-decay", "device", "dtype", "param-dtype", "expert-parallel", "init-from"},
-               {"resume", "quiet", "zero1", "checkpoint-activations", "no-save"});
+               {"resume", "overwrite", "quiet", "zero1", "checkpoint-activations", "no-save"});
   const bool lead = comm.rank() == 0;
   set_threads(a.integer("threads", 0));
   nn::TrainOptions o;
@@ -79,6 +79,10 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
     recover_directory(ckpt);
   }
   comm.barrier();
+  UOE_CHECK(o.resume || a.flag("overwrite") || !nn::checkpoint_exists(ckpt), "--out ", o.out_dir,
+            " already holds a run (a checkpoint at step ",
+            json::read_file(ckpt + "/trainer_state.json").at("step").as_int(), "): add --resume to continue it, "
+            "--overwrite to start afresh and replace it, or choose another --out");
   // The tokenizer of a resumed run is its checkpoint's, of a fine-tuning run the --init-from checkpoint's; a new
   // run builds one from --tokenizer.
   const bool resuming = o.resume && nn::checkpoint_exists(ckpt);

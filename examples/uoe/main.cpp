@@ -11,8 +11,8 @@ namespace {
 const char* kUsage =
     "usage: uoe <command> [flags]\n"
     "  train   --config <preset|file.json> --data <text> --out <dir> [--steps N] [--batch B] [--seq T] [--lr X]\n"
-    "          [--threads N] [--seed S] [--resume] [--eval-every N] [--save-every N] [--no-save] [--grad-accum N]\n"
-    "          [--optimizer adamw|sgd] [--tokenizer byte|bpe:V|file.json] [--minutes M] [--quiet]\n"
+    "          [--threads N] [--seed S] [--resume | --overwrite] [--eval-every N] [--save-every N] [--no-save]\n"
+    "          [--grad-accum N] [--optimizer adamw|sgd] [--tokenizer byte|bpe:V|file.json] [--minutes M] [--quiet]\n"
     "          [--device cpu|cuda|cuda:N] [--dtype f32|bf16] [--param-dtype f32|bf16] [--checkpoint-activations]\n"
     "          [--zero1] [--expert-parallel E]   (mpirun -np N uoe train ...: data (and expert) parallel)\n"
     "          [--init-from <ckpt dir>]   (fine-tune: that checkpoint's model, tokenizer and weights; step 0)\n"
