@@ -5,6 +5,7 @@
 
 #include "analysis/report.h"
 #include "analysis/svg_chart.h"
+#include "core/utf8.h"
 
 namespace uoe::analysis {
 namespace {
@@ -31,10 +32,8 @@ std::string valid_utf8(const std::string& s) {
   std::string out;
   for (size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
-    const size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    bool ok = len > 0 && i + len <= s.size();
-    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) >> 6) == 2;
-    if (ok && (c >= 0x20 || c == '\n' || c == '\t')) {
+    const size_t len = utf8_length(s, i);
+    if (len > 0 && (c >= 0x20 || c == '\n' || c == '\t')) {
       out.append(s, i, len);
       i += len;
     } else {

@@ -42,8 +42,10 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
                 shape_str(root.shape()), "; pass a gradient of that shape");
       g = ones(root.shape(), TensorOptions{}.with_dtype(root.dtype()).with_device(root.device()));
     }
-    UOE_CHECK(g.shape() == root.shape(), "[backward] gradient shape ", shape_str(g.shape()),
-              " does not match the output shape ", shape_str(root.shape()));
+    UOE_CHECK(g.shape() == root.shape() && g.dtype() == root.dtype() && g.device() == root.device(),
+              "[backward] the gradient ", dtype_name(g.dtype()), shape_str(g.shape()), " on ", g.device().str(),
+              " does not match the output ", dtype_name(root.dtype()), shape_str(root.shape()), " on ",
+              root.device().str(), " (same shape, dtype and device expected)");
     std::shared_ptr<Node> n = gradient_edge(root);
     Tensor& slot = buffer[n.get()];
     slot = slot.defined() ? slot + g : g;

@@ -2,6 +2,7 @@
 #include "core/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -163,8 +164,30 @@ std::string read_file_bytes(const std::string& path) {
   return out;
 }
 
-void recover_directory(const std::string& dir_in) {
-  const std::string dir = strip_trailing_slashes(dir_in);
+namespace {
+
+// An exclusive flock on the parent directory of `dir` while it lives: a writer's renames and a reader's recovery
+// never interleave (a reader recovering between the writer's two renames would move the old copy back under the
+// writer). Best effort where the file system has no flock: the directory cannot be opened, or flock fails.
+class ParentLock {
+ public:
+  explicit ParentLock(const std::string& dir) : fd_(::open(parent_dir(dir).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
+    if (fd_ >= 0)
+      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+  }
+  ~ParentLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  ParentLock(const ParentLock&) = delete;
+  ParentLock& operator=(const ParentLock&) = delete;
+
+ private:
+  int fd_;
+};
+
+// recover_directory with the parent's lock already held.
+void recover_locked(const std::string& dir) {
   const std::string old = dir + ".old";
   if (!path_exists(old)) return;
   const std::string context = "recovering '" + dir + "'";
@@ -174,6 +197,14 @@ void recover_directory(const std::string& dir_in) {
     rename_or_fail(old, dir, context);  // the crash came between the two renames
   }
   fsync_path(parent_dir(dir), true, context);
+}
+
+}  // namespace
+
+void recover_directory(const std::string& dir_in) {
+  const std::string dir = strip_trailing_slashes(dir_in);
+  const ParentLock lock(dir);
+  recover_locked(dir);
 }
 
 void write_directory_atomic(const std::string& dir_in, const std::function<void(const std::string& tmp_dir)>& fill) {
@@ -206,6 +237,7 @@ void write_directory_atomic(const std::string& dir_in, const std::function<void(
     throw;
   }
 
+  const ParentLock lock(dir);  // from here to the end: no reader recovers in between
   const bool had_old = path_exists(dir);
   if (had_old && ::rename(dir.c_str(), old.c_str()) != 0) {
     const int e = errno;

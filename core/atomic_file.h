@@ -33,6 +33,8 @@ void write_directory_atomic(const std::string& dir, const std::function<void(con
 // Finishes an interrupted write_directory_atomic: a leftover `dir + ".old"` is renamed back to
 // `dir` when `dir` is missing (the crash came between the two renames), and removed when `dir`
 // exists (the crash came after the new directory was in place). No-op otherwise.
+// Writers (their renames) and recovery take an flock of the parent directory, so a reader (uoe eval while a run
+// trains) cannot recover between a writer's two renames.
 void recover_directory(const std::string& dir);
 
 }  // namespace uoe

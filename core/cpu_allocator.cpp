@@ -1,4 +1,5 @@
 // CPU allocator: 64-byte aligned blocks, large ones cached by size so training steps reuse them.
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -19,6 +20,7 @@ constexpr size_t kCacheMax = size_t(4) << 30;
 
 size_t round_size(size_t n) {
   const size_t unit = n >= kCacheMin ? 4096 : kCpuAlignment;
+  UOE_CHECK(n <= SIZE_MAX - unit, "[cpu allocator] cannot allocate ", n, " bytes");
   return (n + unit - 1) / unit * unit;
 }
 

@@ -1,4 +1,5 @@
 // Tensor factories: empty, zeros, ones, full, arange, rand, randn, randint, from_vector.
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/grad_mode.h"
@@ -28,16 +29,21 @@ Tensor host_built(const Shape& shape, DType host_dtype, const TensorOptions& opt
   return finish(t, opt);
 }
 
-void check_shape(const Shape& shape, const char* op) {
+// The bytes a tensor of `shape` and `dtype` needs; negative dimensions and sizes past int64 are refused.
+size_t checked_nbytes(const Shape& shape, DType dtype) {
+  for (int64_t d : shape) UOE_CHECK(d >= 0, "[empty] negative dimension in shape ", shape_str(shape));
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
+  int64_t bytes = int64_t(dtype_size(dtype));
   for (int64_t d : shape)
-    UOE_CHECK(d >= 0, "[", op, "] negative dimension in shape ", shape_str(shape));
+    UOE_CHECK(!__builtin_mul_overflow(bytes, d, &bytes), "[empty] shape ", shape_str(shape), " of ", dtype_name(dtype),
+              " needs more than 2^63 bytes");
+  return size_t(bytes);
 }
 
 }  // namespace
 
 Tensor empty(const Shape& shape, TensorOptions opt) {
-  check_shape(shape, "empty");
-  auto storage = std::make_shared<Storage>(size_t(shape_numel(shape)) * dtype_size(opt.dtype), opt.device);
+  auto storage = std::make_shared<Storage>(checked_nbytes(shape, opt.dtype), opt.device);
   return finish(make_tensor(std::move(storage), shape, contiguous_strides(shape), 0, opt.dtype), opt);
 }
 
@@ -62,6 +68,8 @@ Tensor scalar_tensor(double value, TensorOptions opt) { return full({}, value, o
 Tensor arange(double start, double end, double step, TensorOptions opt) {
   UOE_CHECK(step != 0, "[arange] step must be non-zero");
   const double span = (end - start) / step;
+  UOE_CHECK(std::isfinite(span) && span < 9.2e18, "[arange] (end - start) / step must be finite and fit int64, got ",
+            span, " from start ", start, ", end ", end, ", step ", step);
   const int64_t n = span > 0 ? int64_t(std::ceil(span)) : 0;
   return host_built({n}, DType::Float64, opt, [&](Tensor& t) {
     double* p = t.data_ptr<double>();
@@ -75,7 +83,6 @@ Tensor rand(const Shape& shape, TensorOptions opt, Generator* gen) {
   UOE_CHECK(is_floating(opt.dtype), "[rand] needs a floating dtype, got ", dtype_name(opt.dtype));
 #if UOE_WITH_CUDA
   if (opt.device.is_cuda()) {  // drawn on the device: the same bits as the CPU path below
-    check_shape(shape, "rand");
     Tensor t = empty(shape, TensorOptions{}.with_dtype(host).with_device(opt.device));
     const uint64_t start = g.reserve(uint64_t(t.numel()) * (host == DType::Float64 ? kRngWordsPerDouble : kRngWordsPerFloat));
     cuda::fill_uniform(t, g.seed(), start, 0.0, 1.0);

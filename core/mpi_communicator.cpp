@@ -73,12 +73,15 @@ class MpiWork final : public Work {
     if (request_ != MPI_REQUEST_NULL) new Tensor(std::move(buffer_));
   }
   void wait() override {
+    if (request_ == MPI_REQUEST_NULL) return;  // seen finished already (MPI resets a completed request)
     check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), where_, "MPI_Wait");
-    buffer_.bump_version();
+    buffer_.bump_version();  // the collective wrote the buffer
   }
   bool test() override {
+    if (request_ == MPI_REQUEST_NULL) return true;
     int done = 0;
     check_mpi(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), where_, "MPI_Test");
+    if (done) buffer_.bump_version();  // the collective wrote the buffer: once, when it is seen to finish
     return done != 0;
   }
 

@@ -54,8 +54,9 @@ void Tensor::set_grad(const Tensor& g) {
     impl().autograd.grad.reset();
     return;
   }
-  UOE_CHECK(g.shape() == shape(), "[set_grad] gradient of shape ", shape_str(g.shape()),
-            " for a tensor of shape ", shape_str(shape()));
+  UOE_CHECK(g.shape() == shape() && g.dtype() == dtype() && g.device() == device(), "[set_grad] a gradient ",
+            dtype_name(g.dtype()), shape_str(g.shape()), " on ", g.device().str(), " for a tensor ", dtype_name(dtype()),
+            shape_str(shape()), " on ", device().str(), ": expected the same shape, dtype and device");
   impl().autograd.grad = std::make_shared<Tensor>(g);
 }
 

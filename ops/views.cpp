@@ -186,6 +186,9 @@ Tensor Tensor::expand(const Shape& shape_in) const {
   Shape shp(n), st(n);
   for (int64_t i = n - 1, j = dim() - 1; i >= 0; --i, --j) {
     const int64_t have = j >= 0 ? shape()[j] : 1;
+    UOE_CHECK(shape_in[i] >= 0 || (shape_in[i] == -1 && j >= 0), "[expand] cannot expand shape ", shape_str(shape()),
+              " to ", shape_str(shape_in), ": dim ", i, " must be a size >= 0",
+              j >= 0 ? std::string(" or -1 (keep)") : std::string(" (a new dim cannot be -1)"));
     const int64_t want = shape_in[i] == -1 ? have : shape_in[i];
     UOE_CHECK(have == want || have == 1, "[expand] cannot expand shape ", shape_str(shape()), " to ",
               shape_str(shape_in), ": dim ", i, " is ", have, ", expected 1 or ", want);

@@ -94,6 +94,17 @@ TEST(AutogradEngine, InPlaceChangeOfSavedTensorRaises) {
   EXPECT_NE(msg.find("modified by an in-place operation"), std::string::npos) << msg;
 }
 
+TEST(AutogradEngine, GradientsOfAnotherDtypeAreRefusedByName) {
+  Tensor w = leaf({1.0, 2.0}, {2});
+  Tensor y = w * 3.0;
+  const Tensor g32 = ones({2});  // float32 for a float64 output
+  const std::string msg = error_of([&] { y.backward(g32); });
+  EXPECT_NE(msg.find("[backward] the gradient float32[2] on cpu does not match the output float64[2] on cpu"),
+            std::string::npos) << msg;
+  const std::string set = error_of([&] { w.set_grad(ones({2}, TensorOptions{}.with_dtype(DType::Int32))); });
+  EXPECT_NE(set.find("[set_grad] a gradient int32[2] on cpu for a tensor float64[2] on cpu"), std::string::npos) << set;
+}
+
 TEST(AutogradEngine, InPlaceOnTensorThatRequiresGradRaises) {
   Tensor w = leaf({1.0}, {1});
   EXPECT_NE(error_of([&] { w.mul_(2.0); }).find("[mul_]"), std::string::npos);

@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <thread>
 
 #include "core/error.h"
 
@@ -83,6 +85,33 @@ TEST_F(AtomicFile, StreamedWritesConcatenateAndAFailingProducerKeepsTheOldFile) 
   EXPECT_NE(msg.find("the producer failed"), std::string::npos) << msg;
   EXPECT_EQ(read_file_bytes(path), expected);
   EXPECT_EQ(listing(root_), std::vector<std::string>{"streamed.bin"});
+}
+
+TEST_F(AtomicFile, ReadersRecoveringWhileAWriterReplacesTheDirectoryDoNotBreakIt) {
+  // A reader's recover_directory between the writer's two renames would move the old copy back under the writer
+  // (whose second rename then fails). The parent directory's lock keeps them apart.
+  const std::string dir = root_ + "/ckpt";
+  std::atomic<bool> done{false};
+  std::string reader_error;
+  std::thread reader([&] {
+    try {
+      while (!done) recover_directory(dir);
+    } catch (const std::exception& e) {
+      reader_error = e.what();
+    }
+  });
+  std::string writer_error;
+  try {
+    for (int i = 0; i < 300; ++i)
+      write_directory_atomic(dir, [&](const std::string& tmp) { write_file_atomic(tmp + "/n", std::to_string(i)); });
+  } catch (const std::exception& e) {
+    writer_error = e.what();
+  }
+  done = true;
+  reader.join();
+  EXPECT_EQ(writer_error, "");
+  EXPECT_EQ(reader_error, "");
+  EXPECT_EQ(read_file_bytes(dir + "/n"), "299");
 }
 
 TEST_F(AtomicFile, NewFilesFollowTheUmaskAndOldFilesKeepTheirMode) {

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "cuda/cuda_api.h"
+#include "gradcheck.h"
 #include "ops/ops.h"
 
 namespace uoe {
@@ -66,6 +67,30 @@ TEST(Tensor, ExpandUsesZeroStrides) {
   Tensor e = a.expand({2, 3, 4});
   EXPECT_EQ(e.strides(), (Shape{0, 1, 0}));
   EXPECT_EQ(e.contiguous().to_vector<float>()[5], 2.0f);
+}
+
+TEST(Tensor, ExpandRefusesNegativeSizesAndNewMinusOneDims) {
+  const Tensor a = ones({1});
+  const std::string neg = uoe::testing::error_of([&] { a.expand({-5}); });
+  EXPECT_NE(neg.find("[expand] cannot expand shape [1] to [-5]: dim 0 must be a size >= 0 or -1 (keep)"),
+            std::string::npos) << neg;
+  const std::string lead = uoe::testing::error_of([&] { ones({3}).expand({-1, 3}); });
+  EXPECT_NE(lead.find("(a new dim cannot be -1)"), std::string::npos) << lead;
+  EXPECT_EQ(ones({3}).expand({2, -1}).shape(), (Shape{2, 3}));  // -1 keeps an existing dim
+}
+
+TEST(Tensor, SizesPastInt64AreRefusedNotWrapped) {
+  // 2^62 float32 elements need 2^64 bytes; 2^32 x 2^32 elements wrap int64 to 0: both once handed out a
+  // zero-byte buffer.
+  for (const Shape& shape : {Shape{int64_t(1) << 62}, Shape{int64_t(1) << 32, int64_t(1) << 32}}) {
+    const std::string msg = uoe::testing::error_of([&] { empty(shape); });
+    EXPECT_NE(msg.find("needs more than 2^63 bytes"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(empty({int64_t(1) << 62, 0}).numel(), 0);  // no elements, whatever the other dims
+  const std::string huge = uoe::testing::error_of([&] { empty({int64_t(1) << 60}); });  // 4 EiB: fits, too big
+  EXPECT_NE(huge.find("out of memory"), std::string::npos) << huge;
+  EXPECT_NE(uoe::testing::error_of([&] { arange(0, INFINITY); }).find("[arange] (end - start) / step must be finite"),
+            std::string::npos);
 }
 
 TEST(Tensor, RandomNumbersDoNotDependOnThreadCount) {
