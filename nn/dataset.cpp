@@ -182,10 +182,19 @@ Batch TokenDataset::make_batch(const std::vector<int64_t>& starts, int64_t T) co
   return batch;
 }
 
+void TokenDataset::check_split(const char* split, int64_t tokens, int64_t T) const {
+  UOE_CHECK(tokens >= T + 1, "[TokenDataset] the ", split, " split of ", file_->name(), " has ", tokens,
+            " tokens but one window of T=", T, " needs ", T + 1, " (a longer text, or a shorter --seq)");
+}
+
+void TokenDataset::check_windows(int64_t T) const {
+  check_split("training", train_tokens_, T);
+  check_split("validation", val_tokens_, T);
+}
+
 Batch TokenDataset::train_batch(uint64_t seed, uint64_t step, int64_t B, int64_t T) const {
   UOE_CHECK(B >= 1 && T >= 1, "[TokenDataset::train_batch] B and T must be >= 1, got B=", B, " T=", T);
-  UOE_CHECK(train_tokens_ >= T + 1, "[TokenDataset] the training split of ", file_->name(), " has ", train_tokens_,
-            " tokens but one window of T=", T, " needs ", T + 1, " (a longer text, or a shorter --seq)");
+  check_split("training", train_tokens_, T);
   std::vector<int64_t> starts(static_cast<size_t>(B));
   fill_randint(starts.data(), B, batch_stream_seed(seed, step), 0, 0, train_tokens_ - T);  // [0, train - T - 1]
   return make_batch(starts, T);
@@ -193,8 +202,7 @@ Batch TokenDataset::train_batch(uint64_t seed, uint64_t step, int64_t B, int64_t
 
 std::vector<Batch> TokenDataset::val_batches(int64_t B, int64_t T, int64_t max_batches) const {
   UOE_CHECK(B >= 1 && T >= 1, "[TokenDataset::val_batches] B and T must be >= 1, got B=", B, " T=", T);
-  UOE_CHECK(val_tokens_ >= T + 1, "[TokenDataset] the validation split of ", file_->name(), " has ", val_tokens_,
-            " tokens but one window of T=", T, " needs ", T + 1, " (a longer text, or a shorter --seq)");
+  check_split("validation", val_tokens_, T);
   const int64_t windows = (val_tokens_ - 1) / T;
   int64_t n_batches = (windows + B - 1) / B;
   if (max_batches >= 0) n_batches = std::min(n_batches, max_batches);

@@ -82,6 +82,8 @@ class TokenDataset {
   // last batch may have fewer than B rows; at most max_batches batches (a negative value: all).
   std::vector<Batch> val_batches(int64_t B, int64_t T, int64_t max_batches = -1) const;
 
+  // Both splits hold at least one window of T + 1 tokens, else one error naming the file and the split.
+  void check_windows(int64_t T) const;
   int64_t train_tokens() const { return train_tokens_; }
   int64_t val_tokens() const { return val_tokens_; }
   int64_t val_begin() const { return train_tokens_; }
@@ -93,6 +95,7 @@ class TokenDataset {
 
  private:
   Batch make_batch(const std::vector<int64_t>& starts, int64_t T) const;
+  void check_split(const char* split, int64_t tokens, int64_t T) const;
   std::shared_ptr<TokenFile> file_;
   int64_t train_tokens_ = 0, val_tokens_ = 0;
 };

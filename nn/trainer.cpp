@@ -62,10 +62,14 @@ void truncate_metrics(const std::string& path, int64_t step) {
   std::string line, kept;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
-    if (json::parse(line, path).at("step").as_int() <= step) kept += line + "\n";
+    try {
+      if (json::parse(line, path).at("step").as_int() <= step) kept += line + "\n";
+    } catch (const Error&) {
+      // a line torn by the crash that is being resumed from: dropped
+    }
   }
   in.close();
-  std::ofstream(path, std::ios::trunc) << kept;
+  write_file_atomic(path, kept);
 }
 
 json::Value layer_metrics(const LanguageModel& model) {
@@ -169,6 +173,7 @@ void check_numbers(const TrainOptions& o) {
 TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenDataset& data, const Tokenizer& tokenizer,
                   Communicator& comm) {
   check_numbers(o);
+  data.check_windows(o.seq);  // before any step: a validation split too short would only fail at the first eval
   UOE_CHECK(!o.out_dir.empty(), "[train] an output directory is required");
   UOE_CHECK(o.batch >= comm.size(), "[train] the batch of ", o.batch, " rows is smaller than the ", comm.size(),
             " ranks: every rank needs at least one row");
@@ -221,14 +226,22 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
   const double min_lr = o.min_lr >= 0 ? o.min_lr : o.lr / 10;
 
   int64_t start = 0, tokens_seen = 0;
+  // Micro-batch i of the run is the (data_seed, i) window draw; `cursor` micro-batches were drawn so far. A
+  // resumed run continues the saved stream, whatever its --seed and --grad-accum now.
+  uint64_t data_seed = o.seed;
+  int64_t cursor = 0;
   if (o.resume && checkpoint_exists(ckpt_dir)) {
     Checkpoint c = load_checkpoint(ckpt_dir);
     model.load_state_dict(shards.slice(c.model));
     opt->load_state(shards.slice(c.optimizer));
     start = c.trainer_state.at("step").as_int();
+    UOE_CHECK(start < o.steps, "[train] --steps ", o.steps, ": the run in ", o.out_dir, " is already at step ", start,
+              "; pass a larger --steps to train it further");
     const json::Value& rng = c.trainer_state.at("rng");
     default_generator().set_state(rng.at("seed").as_uint(), rng.at("offset").as_uint());
     tokens_seen = c.trainer_state.at("tokens_seen").as_int();
+    data_seed = c.trainer_state.at("seed").as_uint();
+    cursor = c.trainer_state.at("data_cursor").as_int();
     if (lead) truncate_metrics(metrics_path, start);
   } else {
     if (!o.init_from.empty())
@@ -239,9 +252,9 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     json::Value s = json::Value::object();
     s["step"] = step;
     s["tokens_seen"] = tokens_seen;
-    s["seed"] = o.seed;
+    s["seed"] = data_seed;
     if (!o.init_from.empty()) s["init_from"] = o.init_from;
-    s["data_cursor"] = step * o.grad_accum;  // batches are keyed by (seed, micro-step)
+    s["data_cursor"] = cursor;  // micro-batches drawn: batches are keyed by (seed, micro-batch)
     json::Value rng = json::Value::object();  // the default generator (initialisation, dropout)
     rng["seed"] = default_generator().seed();
     rng["offset"] = default_generator().offset();
@@ -288,7 +301,7 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     model.zero_grad();
     double loss_sum = 0;
     for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
-      const Batch b = data.train_batch(o.seed, uint64_t(step * o.grad_accum + micro), o.batch, o.seq);
+      const Batch b = data.train_batch(data_seed, uint64_t(cursor + micro), o.batch, o.seq);
       if (micro == o.grad_accum - 1)
         for (auto& dp : dps) dp->reduce_next_backward();
       Tensor loss = model.loss(rows_of(b.x, rows).to(o.device), rows_of(b.y, rows).to(o.device));
@@ -298,7 +311,12 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     }
     for (auto& dp : dps) dp->finish();
     const double grad_norm = clip_grad_norm(replicated_params, o.clip, sharded_params, expert_group.get());
+    // Every rank sees the same global norm. The update is not applied, and the last checkpoint stays as it was.
+    UOE_CHECK(std::isfinite(grad_norm), "[train] the gradient norm is ", grad_norm, " at step ", step + 1,
+              " (loss ", loss_sum, " on rank ", comm.rank(), "): training diverged; resume from the last checkpoint "
+              "with a lower --lr (and --clip on)");
     opt->step(lr);
+    cursor += o.grad_accum;
     ++step;
     const int64_t step_tokens = o.batch * o.seq * o.grad_accum;
     tokens_seen += step_tokens;

@@ -45,6 +45,7 @@ int cmd_sample(const std::vector<std::string>& argv) {
   for (int64_t i = 0; i < n; ++i) {
     const Tensor logits = out.select(1, -1).select(0, 0);  // [vocab], the last position's
     std::vector<float> l = logits.to(Device::cpu()).to(DType::Float32).to_vector<float>();
+    l.resize(size_t(tokenizer.vocab_size()));  // the model's vocab may be padded past the tokenizer's ids
     int32_t next = 0;
     if (temperature == 0) {
       next = int32_t(std::max_element(l.begin(), l.end()) - l.begin());  // the first maximum, as argmax
@@ -85,7 +86,8 @@ int cmd_sample(const std::vector<std::string>& argv) {
       out = feed(ids.size() - size_t(context / 2));
     }
   }
-  std::fputs(tokenizer.decode(std::vector<int32_t>(ids.begin(), ids.end())).c_str(), stdout);
+  const std::string text = tokenizer.decode(std::vector<int32_t>(ids.begin(), ids.end()));
+  std::fwrite(text.data(), 1, text.size(), stdout);  // every byte, NUL included
   std::fputs("\n", stdout);
   return 0;
 }

@@ -1,6 +1,9 @@
 // uoe train: one command from a text file to a trained, checkpointed model; under mpirun, data parallel.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "args.h"
 #include "commands.h"
@@ -15,6 +18,43 @@
 
 namespace uoe::cli {
 namespace {
+
+// The fields (dotted paths, with both values) in which two JSON values differ.
+void differing_fields(const json::Value& a, const json::Value& b, const std::string& path,
+                      std::vector<std::string>& out) {
+  if (a.is_object() && b.is_object()) {
+    for (const auto& [key, v] : a.items())
+      if (b.contains(key)) differing_fields(v, b.at(key), path.empty() ? key : path + "." + key, out);
+    for (const auto& [key, v] : b.items())
+      if (!a.contains(key)) out.push_back((path.empty() ? key : path + "." + key) + " (only in one)");
+    return;
+  }
+  if (a.dump() != b.dump()) out.push_back(path + " (" + a.dump() + " here, " + b.dump() + " in the run)");
+}
+
+// The model configuration of the run being resumed from `ckpt`. A --config given as well must describe the same
+// model (its name aside, its vocabulary widened to the run's tokenizer as training does), else one error lists
+// the fields that differ.
+nn::ModelConfig resumed_config(const Args& a, const std::string& ckpt) {
+  const nn::ModelConfig run = nn::checkpoint_config(ckpt);
+  if (a.has("config")) {
+    nn::ModelConfig asked = nn::load_model_config(a.str("config", ""));
+    asked.name = run.name;
+    asked.vocab_size = std::max(asked.vocab_size, run.vocab_size);
+    std::vector<std::string> fields;
+    differing_fields(nn::to_json(asked), nn::to_json(run), "", fields);
+    std::string list;
+    for (const std::string& f : fields) list += (list.empty() ? "" : ", ") + f;
+    UOE_CHECK(fields.empty(), "--config ", a.str("config", ""), " is not the model of the run being resumed in ",
+              ckpt, ": ", list, ". Leave --config out to resume with the run's own");
+  }
+  if (a.has("seed")) {
+    const uint64_t seed = json::read_file(ckpt + "/trainer_state.json").at("seed").as_uint();
+    UOE_CHECK(uint64_t(a.integer("seed", 0)) == seed, "--seed ", a.integer("seed", 0), ": the run being resumed in ",
+              ckpt, " draws its data with seed ", seed, "; leave --seed out");
+  }
+  return run;
+}
 
 // --device: with several ranks a bare "cuda" means one GPU per rank of this node (local rank modulo GPU count).
 Device train_device(const Args& a, const Communicator& comm) {
@@ -33,6 +73,10 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   const bool lead = comm.rank() == 0;
   set_threads(a.integer("threads", 0));
   nn::TrainOptions o;
+  o.out_dir = a.required("out");
+  o.resume = a.flag("resume");
+  const std::string ckpt = o.out_dir + "/checkpoint";
+  const bool resuming = o.resume && nn::checkpoint_exists(ckpt);  // (finishes an interrupted checkpoint write)
   o.init_from = a.str("init-from", "");
   if (!o.init_from.empty()) {
     UOE_CHECK(!a.has("config") && !a.has("tokenizer"), "--init-from ", o.init_from, " brings its model and tokenizer: "
@@ -40,9 +84,11 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
     UOE_CHECK(nn::checkpoint_exists(o.init_from), "--init-from ", o.init_from, ": no checkpoint there (expected "
               "model.safetensors, config.json and tokenizer.json, as uoe train writes in <out>/checkpoint)");
   }
-  nn::ModelConfig config = o.init_from.empty() ? nn::load_model_config(a.str("config", "tiny-uoe"))
-                                               : nn::checkpoint_config(o.init_from);
-  o.out_dir = a.required("out");
+  // A resumed run keeps its own model configuration (a --config that differs is an error), a fine-tuning run
+  // takes its checkpoint's.
+  nn::ModelConfig config = resuming               ? resumed_config(a, ckpt)
+                           : !o.init_from.empty() ? nn::checkpoint_config(o.init_from)
+                                                  : nn::load_model_config(a.str("config", "tiny-uoe"));
   o.steps = a.integer("steps", 1000);
   o.batch = a.integer("batch", 16);
   o.seq = a.integer("seq", config.context);
@@ -59,7 +105,6 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   o.time_limit_s = a.number("minutes", 0) * 60;
   o.clip = a.number("clip", 1.0);
   o.weight_decay = a.number("weight-decay", 0.1);
-  o.resume = a.flag("resume");
   o.progress = !a.flag("quiet");
   o.zero1 = a.flag("zero1");
   o.checkpoint_activations = a.flag("checkpoint-activations");
@@ -72,7 +117,6 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
 
   // Rank 0 creates the output directory, finishes an interrupted checkpoint write and tokenises the text once;
   // the other ranks read what it wrote.
-  const std::string ckpt = o.out_dir + "/checkpoint";
   const std::string data = a.required("data"), token_cache = o.out_dir + "/tokens.bin";
   if (lead) {
     std::filesystem::create_directories(o.out_dir);
@@ -85,7 +129,6 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
             "--overwrite to start afresh and replace it, or choose another --out");
   // The tokenizer of a resumed run is its checkpoint's, of a fine-tuning run the --init-from checkpoint's; a new
   // run builds one from --tokenizer.
-  const bool resuming = o.resume && nn::checkpoint_exists(ckpt);
   std::unique_ptr<nn::Tokenizer> tok = resuming               ? nn::load_tokenizer(ckpt + "/tokenizer.json")
                                        : !o.init_from.empty() ? nn::load_tokenizer(o.init_from + "/tokenizer.json")
                                                               : make_tokenizer(a.str("tokenizer", "byte"), data);
@@ -95,6 +138,9 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   comm.barrier();
   if (!lead) tokens = is_token_file(data) ? std::make_shared<nn::TokenFile>(data)
                                           : std::make_shared<nn::TokenFile>(token_cache, data);
+  UOE_CHECK(tokens->vocab_size() <= tok->vocab_size(), "--data ", data, " holds ids of a vocabulary of ",
+            tokens->vocab_size(), " but the tokenizer has ", tok->vocab_size(), " ids: train with the tokenizer the "
+            "file was prepared with (uoe prepare --tokenizer-out <file>, then --tokenizer <file>)");
   const nn::TokenDataset dataset(tokens);
   std::string ranks;
   if (comm.size() > 1) {

@@ -1,0 +1,171 @@
+// What training refuses or survives, each found by review: a resumed run keeps its model, seed and data stream
+// (another --grad-accum continues it), a torn metrics line, too short a validation split, divergence, --steps
+// already reached; on the command line a --config that is not the run's, tokens of another vocabulary, and
+// `uoe sample` on a model whose vocabulary is padded past its tokenizer's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "fixtures.h"
+#include "gradcheck.h"
+#include "nn/checkpoint.h"
+#include "nn/tokenizer.h"
+
+namespace uoe::nn {
+namespace {
+
+using test::micro_data;
+using test::run_command;
+using test::temp_dir;
+using uoe::testing::error_of;
+
+ModelConfig micro(FfnKind kind) { return test::micro_config(kind); }
+
+TrainOptions options(const std::string& out, int64_t steps) { return test::micro_train_options(out, steps); }
+
+int64_t saved(const std::string& out, const char* field) {
+  return load_checkpoint(out + "/checkpoint", OptimizerState::Skip).trainer_state.at(field).as_int();
+}
+
+TEST(TrainingGuards, AResumedRunContinuesItsDataStreamWhateverTheGradAccumAndSeed) {
+  const std::string dir = temp_dir("guards_cursor");
+  auto data = micro_data(dir);
+  auto tok = make_byte_tokenizer();
+  train(micro(FfnKind::UoE), options(dir + "/run", 2), *data, *tok);
+  EXPECT_EQ(saved(dir + "/run", "data_cursor"), 2);
+  TrainOptions o = options(dir + "/run", 4);
+  o.resume = true;
+  o.grad_accum = 2;  // 2 micro-batches per step from here on
+  o.seed = 7;        // the run's stream is kept: seed 0
+  train(micro(FfnKind::UoE), o, *data, *tok);
+  EXPECT_EQ(saved(dir + "/run", "data_cursor"), 2 + 2 * 2) << "micro-batches 2..5, none skipped or replayed";
+  EXPECT_EQ(saved(dir + "/run", "tokens_seen"), 6 * 4 * 32);
+  EXPECT_EQ(saved(dir + "/run", "seed"), 0);
+}
+
+TEST(TrainingGuards, ATornMetricsLineDoesNotStopAResume) {
+  const std::string dir = temp_dir("guards_torn");
+  auto data = micro_data(dir);
+  auto tok = make_byte_tokenizer();
+  train(micro(FfnKind::Dense), options(dir + "/run", 2), *data, *tok);
+  std::ofstream(dir + "/run/metrics.jsonl", std::ios::app) << "{\"step\":3,\"train_loss\":5.1,\"l";  // the crash
+  TrainOptions o = options(dir + "/run", 4);
+  o.resume = true;
+  train(micro(FfnKind::Dense), o, *data, *tok);
+  const std::vector<json::Value> lines = test::metric_lines(dir + "/run");
+  ASSERT_EQ(lines.size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(lines[size_t(i)].at("step").as_int(), i + 1);
+}
+
+TEST(TrainingGuards, RefusedBeforeAnyStep) {
+  const std::string dir = temp_dir("guards_before");
+  auto data = micro_data(dir);
+  auto tok = make_byte_tokenizer();
+  // A validation split shorter than one window: found before training, not at the first evaluation.
+  TrainOptions o = options(dir + "/short", 3);
+  o.seq = data->val_tokens();
+  o.batch = 1;
+  ModelConfig wide = micro(FfnKind::Dense);
+  wide.context = o.seq;
+  std::string msg = error_of([&] { train(wide, o, *data, *tok); });
+  EXPECT_NE(msg.find("the validation split of '" + dir + "/tokens.bin' has " + std::to_string(o.seq) +
+                     " tokens but one window of T=" + std::to_string(o.seq) + " needs " + std::to_string(o.seq + 1)),
+            std::string::npos) << msg;
+  EXPECT_TRUE(test::metric_lines(dir + "/short").empty());
+  // --steps already reached by the run being resumed.
+  train(micro(FfnKind::Dense), options(dir + "/done", 3), *data, *tok);
+  o = options(dir + "/done", 3);
+  o.resume = true;
+  msg = error_of([&] { train(micro(FfnKind::Dense), o, *data, *tok); });
+  EXPECT_NE(msg.find("[train] --steps 3: the run in " + dir + "/done is already at step 3; pass a larger --steps"),
+            std::string::npos) << msg;
+}
+
+TEST(TrainingGuards, DivergenceStopsWithTheStepAndKeepsTheLastCheckpoint) {
+  const std::string dir = temp_dir("guards_nan");
+  auto data = micro_data(dir);
+  auto tok = make_byte_tokenizer();
+  TrainOptions o = options(dir + "/run", 40);
+  o.lr = 1e4;
+  o.clip = 0;
+  o.warmup = 0;
+  o.min_lr = 1e4;
+  o.save_every = 1;
+  const std::string msg = error_of([&] { train(micro(FfnKind::Dense), o, *data, *tok); });
+  EXPECT_NE(msg.find("training diverged; resume from the last checkpoint with a lower --lr"), std::string::npos)
+      << msg;
+  const Checkpoint last = load_checkpoint(dir + "/run/checkpoint");
+  for (const auto& [name, t] : last.model)
+    for (float v : t.to_vector<float>()) ASSERT_TRUE(std::isfinite(v)) << name;
+  EXPECT_NE(msg.find("at step " + std::to_string(last.trainer_state.at("step").as_int() + 1)), std::string::npos)
+      << msg;
+}
+
+class TrainingCliGuards : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = temp_dir("guards_cli");
+    micro_data(dir);
+    ModelConfig c = micro(FfnKind::UoE);
+    std::ofstream(dir + "/micro.json") << to_json(c).dump(2);
+    c.vocab_size = 300;  // padded past the byte tokenizer's 256 ids
+    std::ofstream(dir + "/padded.json") << to_json(c).dump(2);
+    c.ffn.routing = "topp";
+    std::ofstream(dir + "/topp.json") << to_json(c).dump(2);
+  }
+  std::string train(const std::string& flags, int* code) const {
+    return run_command(std::string(UOE_CLI_PATH) + " train --data " + dir + "/text.txt --batch 2 --seq 16 "
+                       "--eval-every 0 --eval-batches 1 --quiet " + flags, code);
+  }
+  std::string dir;
+};
+
+TEST_F(TrainingCliGuards, AResumeKeepsTheRunsModelAndSeed) {
+  int code = 0;
+  std::string out = train("--config " + dir + "/topp.json --out " + dir + "/run --steps 2", &code);
+  ASSERT_EQ(code, 0) << out;
+  out = train("--config " + dir + "/padded.json --out " + dir + "/run --steps 3 --resume", &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("is not the model of the run being resumed in " + dir + "/run/checkpoint: ffn.routing "
+                     "(\"topk\" here, \"topp\" in the run). Leave --config out"),
+            std::string::npos) << out;
+  out = train("--out " + dir + "/run --steps 3 --resume --seed 4", &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("--seed 4: the run being resumed in " + dir + "/run/checkpoint draws its data with seed 0"),
+            std::string::npos) << out;
+  out = train("--out " + dir + "/run --steps 3 --resume", &code);  // no --config: the run's own
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_EQ(load_checkpoint(dir + "/run/checkpoint").config.ffn.routing, "topp");
+}
+
+TEST_F(TrainingCliGuards, TokensOfAnotherVocabularyAreRefused) {
+  int code = 0;
+  std::string out = run_command(std::string(UOE_CLI_PATH) + " prepare --data " + dir + "/text.txt --out " + dir +
+                                    "/bpe.bin --tokenizer bpe:300",
+                                &code);
+  ASSERT_EQ(code, 0) << out;
+  out = train("--config " + dir + "/padded.json --data " + dir + "/bpe.bin --out " + dir + "/bpe --steps 1", &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("/bpe.bin holds ids of a vocabulary of 2"), std::string::npos) << out;  // BPE ids past 255
+  EXPECT_NE(out.find(" but the tokenizer has 256 ids: train with the tokenizer the file was prepared with"),
+            std::string::npos) << out;
+}
+
+TEST_F(TrainingCliGuards, SampleDrawsOnlyTheTokenizersIdsAndPrintsEveryByte) {
+  int code = 0;
+  std::string out = train("--config " + dir + "/padded.json --out " + dir + "/padded --steps 2", &code);
+  ASSERT_EQ(code, 0) << out;
+  // A flat distribution (temperature 50) over 300 logits: ids 256..299 would be drawn about 15% of the time, and
+  // byte 0 about once in 256 draws.
+  for (const char* seed : {"1", "2", "3"}) {
+    out = run_command(std::string(UOE_CLI_PATH) + " sample --ckpt " + dir + "/padded/checkpoint --prompt AB " +
+                          "--tokens 1500 --temperature 50 --seed " + seed,
+                      &code);
+    ASSERT_EQ(code, 0) << out;
+    EXPECT_EQ(out.size(), 2 + 1500 + 1u) << "seed " << seed;  // the prompt, every sampled byte, the newline
+  }
+}
+
+}  // namespace
+}  // namespace uoe::nn
