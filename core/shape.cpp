@@ -33,10 +33,10 @@ std::string shape_str(const Shape& s) {
 }
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
-  const int64_t n = std::max<int64_t>(ndim, 1);
-  UOE_CHECK(dim >= -n && dim < n, "[", op, "] dim ", dim, " is out of range for a tensor with ",
-            ndim, " dims (expected ", -n, " to ", n - 1, ")");
-  return dim < 0 ? dim + n : dim;
+  UOE_CHECK(ndim > 0, "[", op, "] dim ", dim, ": a 0-dim tensor has no dims (reshape it to [1] first)");
+  UOE_CHECK(dim >= -ndim && dim < ndim, "[", op, "] dim ", dim, " is out of range for a tensor with ", ndim,
+            " dims (expected ", -ndim, " to ", ndim - 1, ")");
+  return dim < 0 ? dim + ndim : dim;
 }
 
 Shape dim_moved_last(int64_t ndim, int64_t dim) {

@@ -11,7 +11,7 @@ using Shape = std::vector<int64_t>;
 int64_t shape_numel(const Shape& s);
 Shape contiguous_strides(const Shape& s);
 std::string shape_str(const Shape& s);  // "[2, 3]"
-// Wraps a possibly negative dim into [0, ndim); the error names `op`.
+// Wraps a possibly negative dim into [0, ndim) (a 0-dim tensor has none); the error names `op`.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 // The permutation that moves `dim` last and keeps the other dims in order: [0, .., dim-1, dim+1, .., ndim-1, dim]
 // (reducing the last dim of x.permute(it) gives rows in the order of the result with `dim` erased).

@@ -1,4 +1,6 @@
 // Binary arithmetic with broadcasting (add, sub, mul, div, pow) and the Tensor operators: forward and backward.
+#include <cmath>
+
 #include "autograd/node.h"
 #include "core/error.h"
 #include "ops/backend.h"
@@ -50,6 +52,8 @@ Tensor binary_op(const char* op, BinaryKind kind, const Tensor& a, const Tensor&
 }  // namespace
 
 Tensor scalar_like(double value, const Tensor& t) {
+  UOE_CHECK(!is_integral(t.dtype()) || value == std::trunc(value), "[scalar] ", value, " with an integer tensor ",
+            describe(t), " would be truncated to ", std::trunc(value), "; convert the tensor to a floating dtype first");
   return full({}, value, TensorOptions{}.with_dtype(t.dtype()).with_device(t.device()));
 }
 
@@ -66,14 +70,27 @@ Tensor mul(const Tensor& a, const Tensor& b) {
                    [](const Tensor& a, const Tensor&, const Tensor& g) { return g * a; }, true);
 }
 Tensor div(const Tensor& a, const Tensor& b) {  // d(a/b)/db = -a / b^2
+  if (is_integral(b.dtype()))  // a hardware trap on the CPU, garbage on a GPU: one error instead
+    UOE_CHECK(sum(eq(b, scalar_like(0.0, b)).to(DType::Int64)).item<int64_t>() == 0, "[div] integer division by ",
+              "zero: the divisor ", describe(b), " holds zeros");
   return binary_op("div", BinaryKind::Div, a, b, [](const Tensor&, const Tensor& b, const Tensor& g) { return g / b; },
                    [](const Tensor& a, const Tensor& b, const Tensor& g) { return neg(g * a / (b * b)); }, true);
 }
 Tensor pow(const Tensor& a, const Tensor& b) {  // d a^b = b a^(b-1) da + a^b log(a) db
   check_floating("pow", "a", a);
-  return binary_op("pow", BinaryKind::Pow, a, b,
-                   [](const Tensor& a, const Tensor& b, const Tensor& g) { return g * b * pow(a, b - 1.0); },
-                   [](const Tensor& a, const Tensor& b, const Tensor& g) { return g * pow(a, b) * log(a); }, true);
+  // At a = 0 the formulas give 0·inf: the limits are taken instead, as PyTorch does (da = 0 where b = 0; db = 0
+  // where a = 0 and b >= 0).
+  return binary_op(
+      "pow", BinaryKind::Pow, a, b,
+      [](const Tensor& a, const Tensor& b, const Tensor& g) {
+        const Tensor zero = scalar_like(0.0, b);
+        return where(eq(b, zero), zeros_like(g), g * b * pow(a, b - 1.0));
+      },
+      [](const Tensor& a, const Tensor& b, const Tensor& g) {
+        const Tensor zero = scalar_like(0.0, a), grad = g * pow(a, b) * log(a);
+        return where(eq(a, zero), where(ge(b, zero), zeros_like(grad), grad), grad);
+      },
+      true);
 }
 Tensor pow(const Tensor& a, double exponent) { return pow(a, scalar_like(exponent, a)); }
 

@@ -72,7 +72,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
             "while grad mode is on; wrap it in NoGradGuard");
   UOE_CHECK(broadcast_shapes(src.shape(), shape(), "copy_") == shape(), "[copy_] source of shape ",
             shape_str(src.shape()), " cannot be broadcast to the destination's shape ", shape_str(shape()));
-  const Tensor s = src.device() == device() ? src : src.to(device());
+  const Tensor s = src.device() == device() ? ops::inplace_source("copy_", *this, src) : src.to(device());
   ops::check_same_device("copy_", {*this, s});
   UOE_KERNEL(*this, copy_cast(*this, s));
   bump_version();

@@ -133,6 +133,8 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   dim = wrap_dim(dim, x.dim(), "scatter_add");
   check_same_dtype("scatter_add", x, src);
   check_index_fits("scatter_add", x, dim, index);
+  UOE_CHECK(src.dim() == index.dim(), "[scatter_add] src ", shape_str(src.shape()), " and index ",
+            shape_str(index.shape()), " must have the same number of dims");
   for (int64_t d = 0; d < index.dim(); ++d)
     UOE_CHECK(index.size(d) <= src.size(d), "[scatter_add] index ", shape_str(index.shape()), " is larger than src ",
               shape_str(src.shape()), " in dim ", d);

@@ -26,7 +26,7 @@ void check_inplace(const char* op, const Tensor& self, const Tensor& other = Ten
 }  // namespace
 
 Tensor& Tensor::fill_(double value) {
-  check_inplace("fill_", *this);
+  check_inplace("fill_", *this);  // (an expanded target is fine: every element gets the same value)
   UOE_KERNEL(*this, fill(*this, value));
   bump_version();
   return *this;
@@ -36,8 +36,9 @@ Tensor& Tensor::zero_() { return fill_(0.0); }
 
 // self = self (op) other, written in place (reduced floats off the GPU's bfloat16 kernels go through float32 and
 // copy back).
-static Tensor& update_inplace(const char* op, Tensor& self, cpu::BinaryKind kind, const Tensor& other) {
-  check_inplace(op, self, other);
+static Tensor& update_inplace(const char* op, Tensor& self, cpu::BinaryKind kind, const Tensor& other_in) {
+  check_inplace(op, self, other_in);
+  const Tensor other = ops::inplace_source(op, self, other_in);
   ops::check_same_device(op, {self, other});
   ops::check_same_dtype(op, self, other);
   if (is_reduced_float(self.dtype()) && !ops::native_bf16(self)) {

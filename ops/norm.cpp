@@ -46,7 +46,9 @@ struct RmsNormBackward final : autograd::Node {
     const Tensor g = compute_view(g_in).contiguous();
     const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
     Tensor dx = empty(x.shape(), like(x));
-    Tensor dw = w.defined() && next[1] ? empty(w.shape(), like(w)) : Tensor();
+    // no rows: the kernels write nothing, and the weight's gradient is zero
+    const auto param_grad = rows ? empty : zeros;
+    Tensor dw = w.defined() && next[1] ? param_grad(w.shape(), like(w)) : Tensor();
     dispatch_float(x.dtype(), "rms_norm", [&](auto tag) {
       using T = typename decltype(tag)::type;
       UOE_KERNEL(x, rms_norm_backward<T>(rows, d, x.data_ptr<T>(), ptr_or_null<T>(w), rstd.data_ptr<T>(),
@@ -66,8 +68,9 @@ struct LayerNormBackward final : autograd::Node {
     const Tensor g = compute_view(g_in).contiguous();
     const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
     Tensor dx = empty(x.shape(), like(x));
-    Tensor dw = w.defined() && next[1] ? empty(w.shape(), like(w)) : Tensor();
-    Tensor db = b.defined() && next[2] ? empty(b.shape(), like(b)) : Tensor();
+    const auto param_grad = rows ? empty : zeros;  // no rows: zero gradients, the kernels write nothing
+    Tensor dw = w.defined() && next[1] ? param_grad(w.shape(), like(w)) : Tensor();
+    Tensor db = b.defined() && next[2] ? param_grad(b.shape(), like(b)) : Tensor();
     dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
       using T = typename decltype(tag)::type;
       UOE_KERNEL(x, layer_norm_backward<T>(rows, d, x.data_ptr<T>(), ptr_or_null<T>(w), mean.data_ptr<T>(),

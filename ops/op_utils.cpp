@@ -50,6 +50,16 @@ Tensor compute_view(const Tensor& t) { return is_reduced_float(t.dtype()) ? t.to
 
 Tensor restore_dtype(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : t.to(dtype); }
 
+Tensor inplace_source(const char* op, const Tensor& self, const Tensor& src) {
+  for (int64_t d = 0; d < self.dim(); ++d)
+    UOE_CHECK(self.stride(d) != 0 || self.size(d) <= 1, "[", op, "] the target ", describe(self),
+              " is an expanded view (stride 0 in dim ", d, "): its elements overlap, so an in-place write is "
+              "ambiguous; write into a tensor of its own (.contiguous())");
+  const bool same_view = src.storage() == self.storage() && src.offset() == self.offset() &&
+                         src.shape() == self.shape() && src.strides() == self.strides();
+  return src.storage() == self.storage() && !same_view ? src.clone() : src;
+}
+
 TensorOptions like(const Tensor& t) { return TensorOptions{}.with_dtype(t.dtype()).with_device(t.device()); }
 
 }  // namespace uoe::ops

@@ -31,6 +31,9 @@ inline bool native_bf16(const Tensor& t) { return t.is_cuda() && t.dtype() == DT
 // computes in float32 and rounds once, as the float32 route does), else compute_view.
 inline Tensor kernel_view(const Tensor& t) { return native_bf16(t) ? t : compute_view(t); }
 
+// For an in-place write of `src` into `self`: refuses a `self` whose elements overlap (an expanded view, stride
+// 0), and returns `src`, copied first when it is another view of self's storage (it would be read after written).
+Tensor inplace_source(const char* op, const Tensor& self, const Tensor& src);
 TensorOptions like(const Tensor& t);  // same dtype and device, no grad
 std::string describe(const Tensor& t);  // "float32[2, 3] on cpu"
 

@@ -89,7 +89,12 @@ void binary_into(BinaryKind kind, const Tensor& out, const Tensor& a, const Tens
       case BinaryKind::Add: return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(x + y); });
       case BinaryKind::Sub: return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(x - y); });
       case BinaryKind::Mul: return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(x * y); });
-      case BinaryKind::Div: return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(x / y); });
+      case BinaryKind::Div:
+        if constexpr (std::is_integral_v<T>) {  // (zero divisors are refused by ops::div)
+          using U = std::make_unsigned_t<T>;  // min / -1 wraps to min instead of trapping
+          return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return y == T(-1) ? T(U(0) - U(x)) : T(x / y); });
+        }
+        return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(x / y); });
       case BinaryKind::Pow:
         if constexpr (std::is_floating_point_v<T>)
           return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(std::pow(x, y)); });

@@ -153,8 +153,12 @@ std::pair<Tensor, Tensor> topk(const Tensor& x_in, int64_t k, int64_t dim, bool 
       const T* row = px + r * n;
       std::vector<int64_t> order(static_cast<size_t>(n));
       std::iota(order.begin(), order.end(), 0);
+      // larger (smaller) first, NaN counted as the largest (as max and the CUDA kernel), ties by lower index: a
+      // strict weak order even with NaN
       std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) {
-        if (row[a] != row[b]) return largest ? row[a] > row[b] : row[a] < row[b];
+        const bool na = row[a] != row[a], nb = row[b] != row[b];
+        if (na != nb) return na == largest;
+        if (!na && row[a] != row[b]) return largest ? row[a] > row[b] : row[a] < row[b];
         return a < b;
       });
       for (int64_t j = 0; j < k; ++j) {
