@@ -59,6 +59,9 @@ StepMetrics parse_step(const json::Value& line) {
   m.grad_norm = number(line, "grad_norm");
   m.tokens_per_s = number(line, "tokens_per_s");
   if (line.contains("val_loss")) m.val_loss = number(line, "val_loss");
+  if (line.contains("step_tokens_per_s")) m.step_tokens_per_s = number(line, "step_tokens_per_s");
+  if (line.contains("model_tflops")) m.model_tflops = number(line, "model_tflops");
+  if (line.contains("peak_memory_mib")) m.peak_memory_mib = number(line, "peak_memory_mib");
   if (line.contains("layers")) {
     const std::vector<json::Value>& layers = field(line, "layers", json::Value::Type::Array).as_array();
     for (size_t l = 0; l < layers.size(); ++l) parse_layer(layers[l], l, m);
@@ -66,15 +69,23 @@ StepMetrics parse_step(const json::Value& line) {
   return m;
 }
 
+// The series of one value per step (steps without it left out: `value` returns an optional or a number).
+template <typename Value>
+Series per_step(const RunMetrics& run, const std::string& label, Value value) {
+  Series s{label, {}, {}};
+  for (const StepMetrics& m : run.steps) {
+    const std::optional<double> v = value(m);
+    if (!v) continue;
+    s.x.push_back(double(m.step));
+    s.y.push_back(*v);
+  }
+  return s;
+}
+
 // A line chart of one value per step.
 template <typename Value>
 std::string per_step_chart(const RunMetrics& run, const std::string& title, const std::string& y_label, Value value) {
-  Series s{y_label, {}, {}};
-  for (const StepMetrics& m : run.steps) {
-    s.x.push_back(double(m.step));
-    s.y.push_back(value(m));
-  }
-  return line_chart_svg(title, "step", y_label, {s});
+  return line_chart_svg(title, "step", y_label, {per_step(run, y_label, value)});
 }
 
 size_t layer_count(const RunMetrics& run) {
@@ -193,9 +204,20 @@ std::vector<Chart> metrics_charts(const RunMetrics& run) {
       {"lr", "Learning rate", per_step_chart(run, "Learning rate", "lr", [](const StepMetrics& m) { return m.lr; })},
       {"grad_norm", "Gradient norm",
        per_step_chart(run, "Gradient norm", "grad norm", [](const StepMetrics& m) { return m.grad_norm; })},
-      {"tokens_per_s", "Throughput",
-       per_step_chart(run, "Throughput (tokens/s)", "tokens/s", [](const StepMetrics& m) { return m.tokens_per_s; })},
   };
+  Series session = per_step(run, "this session", [](const StepMetrics& m) { return m.tokens_per_s; });
+  Series own = per_step(run, "the step alone", [](const StepMetrics& m) { return m.step_tokens_per_s; });
+  std::vector<Series> throughput = {session};
+  if (!own.x.empty()) throughput.push_back(own);
+  charts.push_back({"tokens_per_s", "Throughput", line_chart_svg("Throughput (tokens/s)", "step", "tokens/s", throughput)});
+  if (run.steps.back().model_tflops)
+    charts.push_back({"model_tflops", "Model TFLOP/s",
+                      per_step_chart(run, "Model FLOPs per second (TFLOP/s, all ranks)", "TFLOP/s",
+                                     [](const StepMetrics& m) { return m.model_tflops; })});
+  if (run.steps.back().peak_memory_mib)
+    charts.push_back({"peak_memory", "Peak memory",
+                      per_step_chart(run, "Peak tensor memory on the device so far (MiB)", "MiB",
+                                     [](const StepMetrics& m) { return m.peak_memory_mib; })});
   if (std::string svg = balance_chart(run); !svg.empty()) charts.push_back({"balance", "Load balance", std::move(svg)});
   for (size_t l = 0; l < layer_count(run); ++l)
     if (std::string svg = load_heatmap(run, l); !svg.empty())

@@ -13,6 +13,9 @@ struct StepMetrics {
   int64_t tokens = 0;  // tokens seen since the start of the run
   double train_loss = 0, lr = 0, grad_norm = 0, tokens_per_s = 0;
   std::optional<double> val_loss;  // only on evaluation steps
+  // Present in metrics written since they were added: the step's own tokens/s, model TFLOP/s, and the device's
+  // peak tensor memory so far (MiB).
+  std::optional<double> step_tokens_per_s, model_tflops, peak_memory_mib;
   // Per layer: the fraction of routed (token, slot) pairs each expert received, and the Switch balance
   // n Σ f_i P_i (1.0 = balanced). Dense layers have an empty load and no balance.
   std::vector<std::vector<double>> load;
@@ -34,7 +37,8 @@ struct Chart {
   std::string svg;
 };
 
-// Train and validation loss vs step, learning rate, gradient norm, tokens/s, and for runs with routed layers
+// Train and validation loss vs step, learning rate, gradient norm, tokens/s (the session's and each step's own),
+// model TFLOP/s and peak memory (when the metrics have them), and for runs with routed layers
 // the balance per layer and one expert-load heatmap per routed layer (rows = experts, columns = steps).
 std::vector<Chart> metrics_charts(const RunMetrics& metrics);
 

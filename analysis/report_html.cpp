@@ -75,10 +75,17 @@ void summary_table(std::ostringstream& o, const AnalysisResult& r) {
       << num(l.margin_median, "%.4g") << "</td><td>" << num(l.full.spearman) << "</td><td>" << num(l.full.overlap)
       << "</td><td>" << num(l.full.random_overlap) << "</td>";
     if (uoe) {
-      double ratio = 0;
+      // the mean over the experts whose score got a gradient (an expert never selected has no ratio)
+      double sum = 0;
+      int defined = 0;
       for (size_t e = 0; e < l.gradient.vse.size(); ++e)
-        ratio += l.gradient.score[e] > 0 ? l.gradient.vse[e] / l.gradient.score[e] / double(l.gradient.vse.size()) : 0.0;
-      o << "<td>" << num(l.rest.spearman) << "</td><td>" << num(l.rest.overlap) << "</td><td>" << num(ratio, "%.3g") << "</td>";
+        if (l.gradient.score[e] > 0) {
+          sum += l.gradient.vse[e] / l.gradient.score[e];
+          ++defined;
+        }
+      o << "<td>" << num(l.rest.spearman) << "</td><td>" << num(l.rest.overlap) << "</td><td>"
+        << (defined ? num(sum / defined, "%.3g") + " (" + std::to_string(defined) + " experts)" : std::string("n/a"))
+        << "</td>";
     }
     o << "</tr>\n";
   }

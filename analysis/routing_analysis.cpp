@@ -260,8 +260,9 @@ AnalysisResult analyze(nn::LanguageModel& model, const nn::TokenFile& data, int6
   UOE_CHECK(c.ffn.kind != nn::FfnKind::Dense, "[analyze] the model has a dense FFN: there is no routing to analyse");
   const int64_t seq = o.seq > 0 ? o.seq : c.context;
   UOE_CHECK(seq <= c.context, "[analyze] --seq ", seq, " exceeds the model context ", c.context);
-  UOE_CHECK(o.tokens >= seq && o.batch > 0 && o.gradient_windows > 0, "[analyze] need tokens >= seq (", o.tokens,
-            " < ", seq, "), batch > 0 and gradient windows > 0");
+  UOE_CHECK(o.tokens >= seq, "[analyze] --tokens ", o.tokens, " is less than one window of --seq ", seq);
+  UOE_CHECK(o.batch > 0 && o.gradient_windows > 0 && o.activation_tokens > 0, "[analyze] --batch, --grad-windows "
+            "and --samples must be >= 1, got ", o.batch, ", ", o.gradient_windows, " and ", o.activation_tokens);
   UOE_CHECK(data.size() > seq, "[analyze] ", data.name(), " has ", data.size(), " tokens: fewer than one window of ", seq + 1);
   UOE_CHECK(data.vocab_size() <= c.vocab_size, "[analyze] ", data.path(), " has vocabulary ", data.vocab_size(),
             " but the model's is ", c.vocab_size);

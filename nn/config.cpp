@@ -161,8 +161,9 @@ std::string preset_list() {
   return out;
 }
 
-// Every kind at matched active compute: the MoE's shared expert is the UoE's virtual shared expert (n r),
-// AoE keeps parameter parity with a MoE of width D, the dense FFN is as wide as UoE's active neurons.
+// Dense, MoE and UoE at matched active compute: the MoE's shared expert is the UoE's virtual shared expert (n r),
+// the dense FFN is as wide as UoE's active neurons. AoE keeps parameter parity with a MoE of width D; its
+// low-rank routing (every token through every expert's d_low projection) makes its active compute differ.
 ModelConfig family_member(const Family& fam, FfnKind kind) {
   ModelConfig c;
   c.name = std::string(fam.name) + "-" + ffn_kind_name(kind);

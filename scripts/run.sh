@@ -8,4 +8,7 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 data="${UOE_DATA:-../shared/data/tinyshakespeare.txt}"
 [ -f "$data" ] || { echo "uoe: corpus not found at $data (set UOE_DATA=<text file>)" >&2; exit 1; }
-./build/uoe train --config tiny-uoe --data "$data" --out runs/tiny-uoe --steps 600 --minutes 10 --threads "$(nproc)" --overwrite "$@"
+fresh=(--overwrite)  # a new run replaces the last one, unless --resume asks to continue it
+for flag in "$@"; do [ "$flag" = --resume ] && fresh=(); done
+./build/uoe train --config tiny-uoe --data "$data" --out runs/tiny-uoe --steps 600 --minutes 10 --threads "$(nproc)" \
+  "${fresh[@]}" "$@"

@@ -13,7 +13,12 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& kn
     const std::string& a = argv[i];
     UOE_CHECK(a.rfind("--", 0) == 0, "unexpected argument '", a, "' (flags start with --)");
     const std::string name(a.begin() + 2, a.end());
-    UOE_CHECK(known.count(name) || switches.count(name), "unknown flag --", name);
+    if (!known.count(name) && !switches.count(name)) {
+      std::string flags;
+      for (const std::set<std::string>* set : {&known, &switches})
+        for (const std::string& f : *set) flags += (flags.empty() ? "--" : ", --") + f;
+      fail("unknown flag --", name, " (this command takes ", flags, ")");
+    }
     if (switches.count(name)) {
       values_[name] = std::string(1, '1');  // not = "1": g++ 12 -Wrestrict false positive
       continue;

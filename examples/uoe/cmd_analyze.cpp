@@ -20,8 +20,7 @@ int cmd_analyze(const std::vector<std::string>& argv) {
   o.gradient_windows = a.integer("grad-windows", o.gradient_windows);
   o.example_tokens = a.integer("examples", o.example_tokens);
   o.bins = a.integer("bins", o.bins);
-  UOE_CHECK(o.bins >= 1 && o.activation_tokens >= 0 && o.example_tokens >= 0,
-            "--bins must be >= 1 and --samples, --examples >= 0");
+  UOE_CHECK(o.bins >= 1 && o.example_tokens >= 0, "--bins must be >= 1 and --examples >= 0");
 
   const TrainedModel trained = load_trained_model(ckpt);
   nn::LanguageModel& model = *trained.model;

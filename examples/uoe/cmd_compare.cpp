@@ -75,7 +75,8 @@ pid_t spawn(const std::vector<std::string>& args, const std::string& log_path) {
 int cmd_compare(const std::vector<std::string>& argv) {
   const Args a(argv,
                {"data", "archs", "minutes", "seeds", "out", "batch", "seq", "lr", "steps", "threads", "jobs",
-                "eval-every", "eval-batches", "preset-prefix"});
+                "eval-every", "eval-batches", "preset-prefix"},
+               {"overwrite"});
   const std::string out = a.required("out"), data = a.required("data");
   const std::vector<std::string> archs = split_list(a.str("archs", "dense,moe,aoe,uoe"));
   const int64_t seeds = a.integer("seeds", 2);
@@ -83,6 +84,8 @@ int cmd_compare(const std::vector<std::string>& argv) {
   const std::string prefix = a.str("preset-prefix", "tiny-");
   UOE_CHECK(!archs.empty() && seeds > 0 && minutes > 0, "--archs, --seeds and --minutes must be non-empty/positive");
   for (const std::string& arch : archs) nn::load_model_config(prefix + arch);  // a bad name fails before any run
+  UOE_CHECK(a.flag("overwrite") || !std::filesystem::exists(out + "/results.md"), "--out ", out, " already holds a "
+            "comparison (results.md): add --overwrite to run it again there, or choose another --out");
   std::filesystem::create_directories(out);
   auto tok = nn::make_byte_tokenizer();
   const auto tokens = open_tokens(data, *tok, out + "/tokens.bin");

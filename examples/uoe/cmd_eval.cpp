@@ -21,6 +21,10 @@ int cmd_eval(const std::vector<std::string>& argv) {
   const nn::TokenDataset dataset(tokens);
   const int64_t seq = a.integer("seq", model.config.context), batch = a.integer("batch", 8);
   const int64_t max_batches = a.integer("max-batches", 1 << 30);
+  UOE_CHECK(seq >= 1 && seq <= model.config.context, "--seq ", seq, " must be in [1, the model context ",
+            model.config.context, "]");
+  UOE_CHECK(batch >= 1 && max_batches >= 1, "--batch and --max-batches must be >= 1, got ", batch, " and ",
+            max_batches);
   const double nats = nn::evaluate(model, dataset, batch, seq, max_batches);
   // bits per byte: the same validation tokens' total nats over their byte count
   int64_t tokens_used = 0;

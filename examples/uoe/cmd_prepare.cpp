@@ -3,13 +3,17 @@
 
 #include "args.h"
 #include "commands.h"
+#include "core/error.h"
 
 namespace uoe::cli {
 
 int cmd_prepare(const std::vector<std::string>& argv) {
   const Args a(argv, {"data", "out", "tokenizer", "tokenizer-out"});
-  const std::string data = a.required("data"), out = a.required("out");
-  const auto tok = make_tokenizer(a.str("tokenizer", "byte"), data);
+  const std::string data = a.required("data"), out = a.required("out"), spec = a.str("tokenizer", "byte");
+  UOE_CHECK(!is_token_file(data), "--data ", data, " is already a token file (uoe train and eval take it as is)");
+  UOE_CHECK(spec.rfind("bpe:", 0) != 0 || a.has("tokenizer-out"), "--tokenizer ", spec, " learns a new tokenizer: "
+            "--tokenizer-out <file.json> must keep it, or the token file cannot be read back into text");
+  const auto tok = make_tokenizer(spec, data);
   const int64_t n = nn::prepare_tokens(data, *tok, out);
   if (a.has("tokenizer-out")) nn::save_tokenizer(*tok, a.str("tokenizer-out", ""));
   std::printf("%ld tokens (vocab %ld) -> %s\n", long(n), long(tok->vocab_size()), out.c_str());

@@ -123,10 +123,17 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
     recover_directory(ckpt);
   }
   comm.barrier();
-  UOE_CHECK(o.resume || a.flag("overwrite") || !nn::checkpoint_exists(ckpt), "--out ", o.out_dir,
-            " already holds a run (a checkpoint at step ",
-            json::read_file(ckpt + "/trainer_state.json").at("step").as_int(), "): add --resume to continue it, "
-            "--overwrite to start afresh and replace it, or choose another --out");
+  UOE_CHECK(!(o.resume && a.flag("overwrite")), "--resume continues the run in ", o.out_dir, ", --overwrite replaces "
+            "it: give one of them");
+  if (!o.resume && !a.flag("overwrite")) {
+    const char* choices = ": add --resume to continue it, --overwrite to start afresh and replace it, or choose "
+                          "another --out";
+    UOE_CHECK(!nn::checkpoint_exists(ckpt), "--out ", o.out_dir, " already holds a run (a checkpoint at step ",
+              json::read_file(ckpt + "/trainer_state.json").at("step").as_int(), ")", choices);
+    std::error_code ec;
+    UOE_CHECK(std::filesystem::file_size(o.out_dir + "/metrics.jsonl", ec) == 0 || ec, "--out ", o.out_dir,
+              " already holds a run (its metrics.jsonl, no checkpoint)", choices);
+  }
   // The tokenizer of a resumed run is its checkpoint's, of a fine-tuning run the --init-from checkpoint's; a new
   // run builds one from --tokenizer.
   std::unique_ptr<nn::Tokenizer> tok = resuming               ? nn::load_tokenizer(ckpt + "/tokenizer.json")
@@ -138,9 +145,6 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   comm.barrier();
   if (!lead) tokens = is_token_file(data) ? std::make_shared<nn::TokenFile>(data)
                                           : std::make_shared<nn::TokenFile>(token_cache, data);
-  UOE_CHECK(tokens->vocab_size() <= tok->vocab_size(), "--data ", data, " holds ids of a vocabulary of ",
-            tokens->vocab_size(), " but the tokenizer has ", tok->vocab_size(), " ids: train with the tokenizer the "
-            "file was prepared with (uoe prepare --tokenizer-out <file>, then --tokenizer <file>)");
   const nn::TokenDataset dataset(tokens);
   std::string ranks;
   if (comm.size() > 1) {

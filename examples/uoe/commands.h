@@ -26,8 +26,8 @@ int cmd_analyze(const std::vector<std::string>& argv);
 
 // Whether `data_path` is a prepared token file (starts with the token file magic).
 bool is_token_file(const std::string& data_path);
-// Token ids for `data_path`: a prepared token file is used as is; a text file is tokenised
-// into `cache_path` with `tok` first.
+// Token ids for `data_path`: a prepared token file is used as is (its vocabulary must fit `tok`'s, else one
+// error); a text file is tokenised into `cache_path` with `tok` first.
 std::shared_ptr<nn::TokenFile> open_tokens(const std::string& data_path, const nn::Tokenizer& tok,
                                           const std::string& cache_path);
 // The same for a read-only use (eval, analyze): text is tokenised into a temporary file that is removed as soon

@@ -25,13 +25,19 @@ bool is_token_file(const std::string& data_path) {
 
 std::shared_ptr<nn::TokenFile> open_tokens(const std::string& data_path, const nn::Tokenizer& tok,
                                           const std::string& cache_path) {
-  if (is_token_file(data_path)) return std::make_shared<nn::TokenFile>(data_path);
+  if (is_token_file(data_path)) {
+    auto tokens = std::make_shared<nn::TokenFile>(data_path);
+    UOE_CHECK(tokens->vocab_size() <= tok.vocab_size(), "--data ", data_path, " holds ids of a vocabulary of ",
+              tokens->vocab_size(), " but the tokenizer has ", tok.vocab_size(), " ids: use the tokenizer the file "
+              "was prepared with (uoe prepare --tokenizer-out <file>, then --tokenizer <file>)");
+    return tokens;
+  }
   nn::prepare_tokens(data_path, tok, cache_path);
   return std::make_shared<nn::TokenFile>(cache_path, data_path);
 }
 
 std::shared_ptr<nn::TokenFile> open_tokens_once(const std::string& data_path, const nn::Tokenizer& tok) {
-  if (is_token_file(data_path)) return std::make_shared<nn::TokenFile>(data_path);
+  if (is_token_file(data_path)) return open_tokens(data_path, tok, "");
   const std::string cache =
       (std::filesystem::temp_directory_path() / ("uoe-tokens-" + std::to_string(::getpid()) + ".bin")).string();
   struct Remove {
@@ -47,6 +53,8 @@ std::unique_ptr<nn::Tokenizer> make_tokenizer(const std::string& spec, const std
     const std::string digits = spec.substr(4);
     UOE_CHECK(!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos,
               "--tokenizer '", spec, "': expected bpe:<vocab size>, e.g. bpe:1024");
+    UOE_CHECK(!is_token_file(data_path), "--tokenizer ", spec, " learns its merges from a text, but --data ", data_path,
+              " is a prepared token file: pass the tokenizer .json it was prepared with (uoe prepare --tokenizer-out)");
     const int64_t vocab = std::stoll(digits);
     return nn::train_bpe(read_file_bytes(data_path), vocab);
   }
@@ -55,7 +63,7 @@ std::unique_ptr<nn::Tokenizer> make_tokenizer(const std::string& spec, const std
 }
 
 void set_threads(int64_t threads) {
-  UOE_CHECK(threads >= 0, "--threads must be positive");
+  UOE_CHECK(threads >= 0, "--threads must be >= 0 (0: every core), got ", threads);
   if (threads > 0) omp_set_num_threads(int(threads));
 }
 

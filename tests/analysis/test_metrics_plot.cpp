@@ -236,8 +236,14 @@ TEST(MetricsPlot, PlotCommandReadsARealTrainingRun) {
   EXPECT_EQ(run.steps[0].load[1].size(), 4u);
   const XmlCheck page = check_xml(read_file_bytes(dir + "/run/plots/index.html"));
   ASSERT_EQ(page.error, "");
-  for (const char* id : {"loss", "balance", "load_layer0", "load_layer1"})
+  for (const char* id :
+       {"loss", "lr", "grad_norm", "tokens_per_s", "model_tflops", "peak_memory", "balance", "load_layer0", "load_layer1"})
     EXPECT_EQ(page.find("figure", "id", id).size(), 1u) << id;
+  // throughput: the session's and the step's own, one curve each; TFLOP/s and memory as the metrics have them
+  const XmlCheck throughput = check_xml(read_file_bytes(dir + "/run/plots/tokens_per_s.svg"));
+  EXPECT_EQ(throughput.find("polyline", "class", "line").size(), 2u);
+  ASSERT_TRUE(run.steps[5].model_tflops && run.steps[5].peak_memory_mib && run.steps[5].step_tokens_per_s);
+  EXPECT_GT(*run.steps[5].peak_memory_mib, 0.0);
 }
 
 }  // namespace

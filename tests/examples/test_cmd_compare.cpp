@@ -67,6 +67,14 @@ TEST_F(CompareCli, TablesTheSeedsOfEveryKind) {
   const test::XmlCheck svg = test::check_xml(read_file_bytes(dir + "/out/val_loss.svg"));
   EXPECT_EQ(svg.error, "");
   EXPECT_EQ(svg.find("polyline", "class", "line").size(), 4u) << "a curve per run";
+  // The same --out again: refused, unless --overwrite
+  const std::string again = "--archs dense --seeds 1 --minutes 5 --steps 2 --batch 2 --seq 16 --eval-batches 1 --out " +
+                            dir + "/out";
+  std::string msg = compare(again, &code);
+  EXPECT_EQ(code, 1) << msg;
+  EXPECT_NE(msg.find("already holds a comparison (results.md): add --overwrite"), std::string::npos) << msg;
+  msg = compare(again + " --overwrite", &code);
+  EXPECT_EQ(code, 0) << msg;
 }
 
 TEST_F(CompareCli, ABadKindFailsBeforeAnyRun) {

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <fstream>
+#include <utility>
+#include <vector>
 
 #include "fixtures.h"
 #include "gradcheck.h"
@@ -142,14 +144,53 @@ TEST_F(TrainingCliGuards, AResumeKeepsTheRunsModelAndSeed) {
 TEST_F(TrainingCliGuards, TokensOfAnotherVocabularyAreRefused) {
   int code = 0;
   std::string out = run_command(std::string(UOE_CLI_PATH) + " prepare --data " + dir + "/text.txt --out " + dir +
-                                    "/bpe.bin --tokenizer bpe:300",
+                                    "/bpe.bin --tokenizer bpe:300 --tokenizer-out " + dir + "/bpe.json",
                                 &code);
   ASSERT_EQ(code, 0) << out;
   out = train("--config " + dir + "/padded.json --data " + dir + "/bpe.bin --out " + dir + "/bpe --steps 1", &code);
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("/bpe.bin holds ids of a vocabulary of 2"), std::string::npos) << out;  // BPE ids past 255
-  EXPECT_NE(out.find(" but the tokenizer has 256 ids: train with the tokenizer the file was prepared with"),
+  EXPECT_NE(out.find(" but the tokenizer has 256 ids: use the tokenizer the file was prepared with"),
             std::string::npos) << out;
+  // eval of a byte-level checkpoint on those ids: the same error, not an index_select out of range
+  out = train("--config " + dir + "/micro.json --out " + dir + "/byte --steps 1", &code);
+  ASSERT_EQ(code, 0) << out;
+  out = run_command(std::string(UOE_CLI_PATH) + " eval --ckpt " + dir + "/byte/checkpoint --data " + dir + "/bpe.bin",
+                    &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("uoe eval: --data " + dir + "/bpe.bin holds ids of a vocabulary of"), std::string::npos) << out;
+}
+
+TEST_F(TrainingCliGuards, CommandLineMistakesGetOneClearError) {
+  const std::string cli = std::string(UOE_CLI_PATH) + " ", text = dir + "/text.txt";
+  int code = 0;
+  std::string out = run_command(cli + "prepare --data " + text + " --out " + dir + "/byte.bin", &code);
+  ASSERT_EQ(code, 0) << out;
+  out = train("--config " + dir + "/micro.json --out " + dir + "/nosave --steps 1 --no-save", &code);
+  ASSERT_EQ(code, 0) << out;
+  out = train("--config " + dir + "/micro.json --out " + dir + "/ckpt --steps 1", &code);
+  ASSERT_EQ(code, 0) << out;
+  const std::string ckpt = dir + "/ckpt/checkpoint";
+  for (const auto& [command, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"prepare --data " + dir + "/byte.bin --out " + dir + "/again.bin", "is already a token file"},
+           {"prepare --data " + text + " --out " + dir + "/b.bin --tokenizer bpe:300",
+            "--tokenizer-out <file.json> must keep it"},
+           {"train --data " + dir + "/byte.bin --tokenizer bpe:300 --out " + dir + "/x",
+            "is a prepared token file: pass the tokenizer .json it was prepared with"},
+           {"train --config " + dir + "/micro.json --data " + text + " --out " + dir + "/nosave --steps 1",
+            "--out " + dir + "/nosave already holds a run (its metrics.jsonl, no checkpoint)"},
+           {"train --config " + dir + "/micro.json --data " + text + " --out " + dir + "/ckpt --resume --overwrite",
+            "give one of them"},
+           {"eval --ckpt " + ckpt + " --data " + text + " --seq 999", "--seq 999 must be in [1, the model context"},
+           {"eval --ckpt " + ckpt + " --data " + text + " --max-batches 0", "--batch and --max-batches must be >= 1"},
+           {"analyze --ckpt " + ckpt + " --data " + text + " --out " + dir + "/an --samples 0",
+            "--batch, --grad-windows and --samples must be >= 1"},
+           {"sample --ckpt " + ckpt + " --temprature 0.5", "unknown flag --temprature (this command takes --ckpt, "},
+       }) {
+    out = run_command(cli + command, &code);
+    EXPECT_EQ(code, 1) << command << "\n" << out;
+    EXPECT_NE(out.find(expected), std::string::npos) << command << "\n" << out;
+  }
 }
 
 TEST_F(TrainingCliGuards, SampleDrawsOnlyTheTokenizersIdsAndPrintsEveryByte) {
