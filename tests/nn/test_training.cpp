@@ -118,43 +118,6 @@ TEST(Training, ResumeAfterKillIsBitExact) {
   EXPECT_EQ(straight, split) << "resumed from step " << at;
 }
 
-TEST(Training, ResumeSaysWhereItStarts) {
-  const std::string dir = temp_dir("resume_says");
-  micro_data(dir);
-  std::ofstream(dir + "/micro.json") << to_json(micro(FfnKind::Dense)).dump(2);
-  const std::string train = std::string(UOE_CLI_PATH) + " train --config " + dir + "/micro.json --data " + dir +
-                            "/text.txt --out " + dir + "/run --batch 2 --seq 16 --eval-every 0 --quiet --resume";
-  int code = 0;
-  std::string out = run_command(train + " --steps 2", &code);
-  ASSERT_EQ(code, 0) << out;
-  EXPECT_NE(out.find("--resume: no checkpoint in " + dir + "/run/checkpoint yet, starting at step 0"),
-            std::string::npos) << out;
-  out = run_command(train + " --steps 3", &code);
-  ASSERT_EQ(code, 0) << out;
-  EXPECT_NE(out.find("resuming at step 2 from " + dir + "/run/checkpoint"), std::string::npos) << out;
-}
-
-TEST(Training, ANewRunDoesNotReplaceAnEarlierOneUnlessAsked) {
-  const std::string dir = temp_dir("overwrite");
-  micro_data(dir);
-  std::ofstream(dir + "/micro.json") << to_json(micro(FfnKind::Dense)).dump(2);
-  const std::string train = std::string(UOE_CLI_PATH) + " train --config " + dir + "/micro.json --data " + dir +
-                            "/text.txt --out " + dir + "/run --batch 2 --seq 16 --eval-every 0 --quiet";
-  int code = 0;
-  std::string out = run_command(train + " --steps 3", &code);
-  ASSERT_EQ(code, 0) << out;
-  out = run_command(train + " --steps 1", &code);
-  EXPECT_EQ(code, 1) << out;
-  EXPECT_NE(out.find("--out " + dir + "/run already holds a run (a checkpoint at step 3): add --resume to continue "
-                     "it, --overwrite to start afresh and replace it, or choose another --out"),
-            std::string::npos) << out;
-  EXPECT_EQ(losses(dir + "/run").size(), 3u) << "the earlier run's metrics are kept";
-  out = run_command(train + " --steps 1 --overwrite", &code);
-  ASSERT_EQ(code, 0) << out;
-  EXPECT_EQ(losses(dir + "/run").size(), 1u);
-  EXPECT_EQ(load_checkpoint(dir + "/run/checkpoint").trainer_state.at("step").as_int(), 1);
-}
-
 TEST(Training, InitFromStartsAFreshRunFromACheckpointsWeights) {
   const std::string dir = temp_dir("init_from");
   auto data = micro_data(dir);

@@ -1,7 +1,8 @@
 // What training refuses or survives, each found by review: a resumed run keeps its model, seed and data stream
 // (another --grad-accum continues it), a torn metrics line, too short a validation split, divergence, --steps
-// already reached; on the command line a --config that is not the run's, tokens of another vocabulary, and
-// `uoe sample` on a model whose vocabulary is padded past its tokenizer's.
+// already reached; on the command line what --resume says, an --out that holds a run, a --config that is not the
+// run's, tokens of another vocabulary, flags with bad values, and `uoe sample` on a model whose vocabulary is
+// padded past its tokenizer's.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -122,6 +123,35 @@ class TrainingCliGuards : public ::testing::Test {
   }
   std::string dir;
 };
+
+TEST_F(TrainingCliGuards, ResumeSaysWhereItStarts) {
+  const std::string flags = "--config " + dir + "/micro.json --out " + dir + "/run --resume";
+  int code = 0;
+  std::string out = train(flags + " --steps 2", &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("--resume: no checkpoint in " + dir + "/run/checkpoint yet, starting at step 0"),
+            std::string::npos) << out;
+  out = train(flags + " --steps 3", &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("resuming at step 2 from " + dir + "/run/checkpoint"), std::string::npos) << out;
+}
+
+TEST_F(TrainingCliGuards, ANewRunDoesNotReplaceAnEarlierOneUnlessAsked) {
+  const std::string flags = "--config " + dir + "/micro.json --out " + dir + "/run";
+  int code = 0;
+  std::string out = train(flags + " --steps 3", &code);
+  ASSERT_EQ(code, 0) << out;
+  out = train(flags + " --steps 1", &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("--out " + dir + "/run already holds a run (a checkpoint at step 3): add --resume to continue "
+                     "it, --overwrite to start afresh and replace it, or choose another --out"),
+            std::string::npos) << out;
+  EXPECT_EQ(test::metric_lines(dir + "/run").size(), 3u) << "the earlier run's metrics are kept";
+  out = train(flags + " --steps 1 --overwrite", &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_EQ(test::metric_lines(dir + "/run").size(), 1u);
+  EXPECT_EQ(saved(dir + "/run", "step"), 1);
+}
 
 TEST_F(TrainingCliGuards, AResumeKeepsTheRunsModelAndSeed) {
   int code = 0;
