@@ -26,8 +26,10 @@ std::pair<double, double> ffn_params(const ModelConfig& c) {
       return {d * n * low + n * (low * D + 2 * d * D), d * n * low + K * (low * D + 2 * d * D)};
     }
     case FfnKind::UoE: {
-      const double r = double(f.routing_neurons);
-      return {n * 3 * d * D, 3 * d * n * r + K * 3 * d * (D - r)};
+      // the virtual shared expert (every expert's r routing neurons), then the selected experts' other neurons;
+      // with combine = full_expert the selected experts run all D neurons again (nn/uoe_ffn.cpp)
+      const double r = double(f.routing_neurons), rest = f.combine == "full_expert" ? D : D - r;
+      return {n * 3 * d * D, 3 * d * n * r + K * 3 * d * rest};
     }
   }
   return {0, 0};

@@ -39,6 +39,8 @@ struct MemoryEstimate {
 // library's CPU ops allocate them (sizes rounded as the CPU allocator rounds them; see docs/GUIDE.md).
 MemoryEstimate estimate_training_memory(const ModelConfig& c, const MemoryOptions& o = {});
 
+// Active counts take top_k experts per token. With routing = "topp" the number varies per token (1 to n; `uoe
+// analyze` reports the mean), so those counts are the top_k-expert figure, not a bound.
 struct ModelCounts {
   double total = 0, active = 0;  // parameters (active: those one token uses)
   double flops = 0;              // forward FLOPs per token at full context

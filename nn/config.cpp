@@ -124,6 +124,10 @@ ModelConfig model_config_from_json(const json::Value& v, const std::string& sour
   UOE_CHECK(c.ffn.kind == FfnKind::Dense || (c.ffn.top_k >= 1 && c.ffn.top_k <= c.ffn.n_experts), "[config] ", source,
             ": ffn.top_k ", c.ffn.top_k, " must be in [1, n_experts = ", c.ffn.n_experts, "]");
   UOE_CHECK(c.ffn.top_p > 0 && c.ffn.top_p <= 1, "[config] ", source, ": ffn.top_p must be in (0, 1]");
+  UOE_CHECK(c.ffn.kind == FfnKind::Dense || c.ffn.expert_width >= 1, "[config] ", source, ": ffn.expert_width ",
+            c.ffn.expert_width, " must be at least 1 for an expert FFN");
+  UOE_CHECK(c.ffn.kind != FfnKind::Dense || c.ffn.hidden >= 1, "[config] ", source, ": ffn.hidden ", c.ffn.hidden,
+            " must be at least 1 for a dense FFN");
   resolve_defaults(c);
   UOE_CHECK(c.ffn.kind != FfnKind::UoE || c.ffn.routing_neurons < c.ffn.expert_width, "[config] ", source,
             ": ffn.routing_neurons ", c.ffn.routing_neurons, " must be smaller than expert_width ", c.ffn.expert_width);
