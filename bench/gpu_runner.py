@@ -11,7 +11,9 @@ failure whose message shows a sticky CUDA error (illegal address, launch failure
 every later test of that process, so those are run again in a fresh process. The first crashed tests run once more
 under compute-sanitizer, when the machine has it, to name the kernel and line of a bad access.
 bench: each benchmark family (the name up to its first '/') runs in its own process, those that decide the issue's
-bars first, each with what is left of the time but for 3 s for every family after it.
+bars first, each with what is left of the time but for 3 s for every family after it, and at most three times
+its fair share (90 s at least), so that a hang leaves time to the families after it. A family killed partway
+keeps the benchmarks it had finished (read from its partial JSON).
 """
 import json
 import os
@@ -30,8 +32,9 @@ STALL_SECONDS = 60  # a test that prints nothing for this long is hung
 
 
 def run(cmd, seconds, log, stall=None):
-    """Runs cmd, appending its output to log; returns (exit code, or 'timeout' when it ran past seconds or printed
-    nothing for stall seconds, and its output)."""
+    """Runs cmd, appending its output to log; returns (its exit code, or 'out of time' when it ran past seconds,
+    'stalled' when it printed nothing for stall seconds, 'killed' for a SIGKILL from elsewhere (out of memory);
+    and its output)."""
     log.write(f"\n$ {' '.join(cmd)[:300]}\n")
     log.flush()
     lines, last = [], [time.time()]
@@ -45,14 +48,19 @@ def run(cmd, seconds, log, stall=None):
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     deadline = time.time() + max(seconds, 1)
+    why = None
     while p.poll() is None:
-        if time.time() > deadline or (stall and time.time() - last[0] > stall):
+        if time.time() > deadline:
+            why = "out of time"
+        elif stall and time.time() - last[0] > stall:
+            why = "stalled"
+        if why:
             p.kill()
             p.wait()
             break
         time.sleep(0.1)
     reader.join(5)
-    rc = "timeout" if p.returncode == -signal.SIGKILL else p.returncode
+    rc = why or ("killed" if p.returncode == -signal.SIGKILL else p.returncode)
     out = "".join(lines)
     log.write(out)
     log.write(f"\n[gpu_runner] exit {rc}\n")
@@ -106,8 +114,11 @@ def tests(binary, pattern, seconds, outdir):
                     continue
                 if current:
                     body.append(line)
-            if current and current not in result:  # started, never finished: the process died or hung there
-                result[current] = "hung" if rc == "timeout" else "crashed"
+            # Started, never finished: the process died or hung there. After a sticky error the context was
+            # already broken, and out of time it was not the test's fault: those stay pending (run again in a
+            # fresh process, or reported as not run).
+            if current and current not in result and sticky_at is None and rc != "out of time":
+                result[current] = "hung" if rc == "stalled" else "crashed"
                 messages[current] = "\n".join(body)[-1500:] + f"\n(process exit {rc})"
             if not started:  # nothing ran: a failure before the first test (listing, CUDA initialisation)
                 messages["<process>"] = out[-1500:]
@@ -142,6 +153,30 @@ def tests(binary, pattern, seconds, outdir):
     return 0 if set(result.values()) <= {"passed", "skipped"} and "<process>" not in messages else 1
 
 
+def benchmarks_of(path):
+    """The finished benchmarks of a Google Benchmark JSON file, also of one cut short by a killed process (it is
+    written as the benchmarks finish)."""
+    try:
+        return json.load(open(path))["benchmarks"]
+    except (OSError, ValueError, KeyError):
+        pass
+    try:
+        text = open(path).read()
+    except OSError:
+        return None
+    start = text.find('"benchmarks"')
+    if start < 0:
+        return None
+    i, found, decoder = text.find("[", start) + 1, [], json.JSONDecoder()
+    while True:
+        i = re.compile(r"[\s,]*").match(text, i).end()
+        try:
+            entry, i = decoder.raw_decode(text, i)
+        except ValueError:
+            return found
+        found.append(entry)
+
+
 def bench(binary, pattern, seconds, outdir):
     deadline = time.time() + seconds
     listed = subprocess.run([binary, f"--benchmark_filter={pattern}", "--benchmark_list_tests"],
@@ -151,28 +186,25 @@ def bench(binary, pattern, seconds, outdir):
     first = ["BM_GpuGemmBf16", "BM_GpuTrainStep", "BM_GpuAttentionFwdBf16", "BM_GpuAttentionBwdBf16",
              "BM_GpuExpertFfnBf16"]
     families.sort(key=lambda f: first.index(f) if f in first else len(first))
-    merged, failures = None, []
+    merged, failures = [], []
     with open(os.path.join(outdir, "bench.log"), "w") as log:
         for i, family in enumerate(families):
-            share = deadline - time.time() - 3 * (len(families) - 1 - i)
+            left = deadline - time.time()
+            share = min(left - 3 * (len(families) - 1 - i), max(90, 3 * left / (len(families) - i)))
             if share < 3:
                 failures.append(f"{family}: not run (no time left)")
                 continue
             part = os.path.join(outdir, f"bench-{family}.json")
             rc, _ = run([binary, f"--benchmark_filter=^{family}(/|$)", "--benchmark_min_time=0.2",
                          f"--benchmark_out={part}", "--benchmark_out_format=json"], share, log)
-            try:
-                data = json.load(open(part))
-            except Exception:
+            found = benchmarks_of(part)
+            if not found:
                 failures.append(f"{family}: exit {rc}, no results (bench.log)")
                 continue
             if rc != 0:
-                failures.append(f"{family}: exit {rc}")
-            if merged is None:
-                merged = data
-            else:
-                merged["benchmarks"] += data["benchmarks"]
-    json.dump(merged or {"benchmarks": []}, open(os.path.join(outdir, "bench.json"), "w"), indent=1)
+                failures.append(f"{family}: exit {rc} after {len(found)} benchmarks")
+            merged += found
+    json.dump({"benchmarks": merged}, open(os.path.join(outdir, "bench.json"), "w"), indent=1)
     for f in failures:
         print("benchmark family", f)
     return 1 if failures else 0

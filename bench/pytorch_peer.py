@@ -9,10 +9,13 @@ scaled_dot_product_attention, FlashAttention's kernels).
 ops (GPU): bf16 GEMM and causal attention TFLOP/s at the shapes of uoe_bench's BM_GpuGemmBf16 and
 BM_GpuAttention{Fwd,Bwd}Bf16, counted the same way.
     python3 bench/pytorch_peer.py ops
+The CPU peer runs on Debian's python3-torch (1.13: /usr/bin/python3 where another python comes first on PATH);
+the GPU paths need PyTorch 2.0 or later.
 """
 import argparse
 import contextlib
 import math
+import sys
 import time
 
 import torch
@@ -231,6 +234,10 @@ def main():
     t.add_argument("--data", default="../shared/data/tinyshakespeare.txt", help="'' for random tokens")
     sub.add_parser("ops")
     a = p.parse_args()
+    on_gpu = a.mode == "ops" or a.device == "cuda"
+    if on_gpu and not hasattr(F, "scaled_dot_product_attention"):  # and AdamW(fused=True): PyTorch 2.0
+        sys.exit(f"pytorch_peer: the GPU peer needs PyTorch 2.0 or later (scaled_dot_product_attention, fused "
+                 f"AdamW); this python has {torch.__version__}")
     train(a) if a.mode == "train" else ops(a)
 
 
