@@ -56,8 +56,12 @@ struct DataParallel::State {
 
   void start(size_t b) {
     Bucket& bucket = buckets[b];
-    for (size_t i : bucket.slots)
-      if (!slots[i].filled) view(slots[i]).zero_();
+    for (size_t i : bucket.slots)  // no gradient in this backward: what earlier micro-batches accumulated, or 0
+      if (!slots[i].filled) {
+        const Tensor old = slots[i].param.grad();
+        if (old.defined()) view(slots[i]).copy_(old);
+        else view(slots[i]).zero_();
+      }
     bucket.flat.mul_(weight);
     bucket.work = comm.all_reduce_async(bucket.flat);
   }

@@ -48,6 +48,19 @@ TEST(DataParallelLocal, BucketedGradientsEqualPlainBackward) {
     EXPECT_EQ(p.grad().to_vector<float>(), plain->state_dict().at(name).grad().to_vector<float>()) << name;
 }
 
+TEST(DataParallelLocal, AParameterWithoutAGradientInTheLastMicroBatchKeepsTheEarlierOnes) {
+  const Tensor a = ones({3}, TensorOptions{}.with_requires_grad(true)),
+               b = ones({3}, TensorOptions{}.with_requires_grad(true));
+  LocalCommunicator one;
+  DataParallel dp({{"a", a}, {"b", b}}, one, 1.0, 1 << 20);
+  ops::sum(a * 2.0 + b * 3.0).backward();  // micro-batch 1: both
+  dp.reduce_next_backward();
+  ops::sum(a * 5.0).backward();  // micro-batch 2: a alone
+  dp.finish();
+  EXPECT_EQ(a.grad().to_vector<float>(), std::vector<float>(3, 7.0f));
+  EXPECT_EQ(b.grad().to_vector<float>(), std::vector<float>(3, 3.0f)) << "b's first micro-batch was dropped";
+}
+
 // A LocalCommunicator that counts the all-reduces started.
 class CountingCommunicator final : public Communicator {
  public:
