@@ -7,7 +7,6 @@
 
 #include "args.h"
 #include "commands.h"
-#include "core/atomic_file.h"
 #include "core/communicator.h"
 #include "core/error.h"
 #include "core/json.h"
@@ -75,6 +74,8 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   nn::TrainOptions o;
   o.out_dir = a.required("out");
   o.resume = a.flag("resume");
+  UOE_CHECK(!(o.resume && a.flag("overwrite")), "--resume continues the run in ", o.out_dir, ", --overwrite replaces "
+            "it: give one of them");
   const std::string ckpt = o.out_dir + "/checkpoint";
   const bool resuming = o.resume && nn::checkpoint_exists(ckpt);  // (finishes an interrupted checkpoint write)
   o.init_from = a.str("init-from", "");
@@ -115,16 +116,11 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   o.param_dtype = precision_flag(a, "param-dtype", "parameters and gradients stored in bfloat16, optimiser state in "
                                  "float32");
 
-  // Rank 0 creates the output directory, finishes an interrupted checkpoint write and tokenises the text once;
-  // the other ranks read what it wrote.
+  // Rank 0 creates the output directory and tokenises the text once; the other ranks read what it wrote.
+  // (checkpoint_exists, below and above, finishes an interrupted checkpoint write first.)
   const std::string data = a.required("data"), token_cache = o.out_dir + "/tokens.bin";
-  if (lead) {
-    std::filesystem::create_directories(o.out_dir);
-    recover_directory(ckpt);
-  }
+  if (lead) std::filesystem::create_directories(o.out_dir);
   comm.barrier();
-  UOE_CHECK(!(o.resume && a.flag("overwrite")), "--resume continues the run in ", o.out_dir, ", --overwrite replaces "
-            "it: give one of them");
   if (!o.resume && !a.flag("overwrite")) {
     const char* choices = ": add --resume to continue it, --overwrite to start afresh and replace it, or choose "
                           "another --out";
