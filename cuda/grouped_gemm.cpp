@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "cuda/blas_handle.h"
 #include "cuda/gemm.h"
+#include "cuda/host_upload.h"
 #include "cuda/launch.h"
 
 namespace uoe::cuda {
@@ -117,6 +118,9 @@ cublasStatus_t grouped_call(cublasHandle_t h, const GroupedCall<typename Traits<
                                          g.size.data(), compute);
 }
 
+// Whether cuBLAS declined the grouped call (its types, compute type or this GPU), rather than failed running it.
+bool refused(cublasStatus_t s) { return s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_ARCH_MISMATCH; }
+
 // The fallback: one cuda::gemm per problem (row-major terms).
 template <typename T>
 void one_by_one(const std::vector<GemmProblem<T>>& problems) {
@@ -177,8 +181,7 @@ void gemm_grouped(const std::vector<GemmProblem<T>>& problems, const char* op) {
   const GroupedCall<Scalar> g = group<Scalar>(cm);
   const size_t P = cm.size();
   DeviceBuffer pointers(c.device, g.pointers.size() * sizeof(void*));
-  UOE_CUDA_CHECK(op, cudaMemcpyAsync(pointers.get<void>(), g.pointers.data(), g.pointers.size() * sizeof(void*),
-                                     cudaMemcpyHostToDevice, c.stream));
+  upload_async(pointers.get<void>(), g.pointers.data(), g.pointers.size() * sizeof(void*), c.device, c.stream, op);
   void** base = pointers.get<void*>();
   const void* const* d_a = const_cast<const void* const*>(base);
   const void* const* d_b = d_a + P;
@@ -189,12 +192,15 @@ void gemm_grouped(const std::vector<GemmProblem<T>>& problems, const char* op) {
     if constexpr (std::is_same_v<T, float>) {
       if (allow_tf32() && g_grouped_tf32_supported.load()) {
         status = grouped_call<T>(h, g, d_a, d_b, d_c, CUBLAS_COMPUTE_32F_FAST_TF32);
-        if (status == CUBLAS_STATUS_SUCCESS) return;
+        if (!refused(status)) return;
         g_grouped_tf32_supported.store(false);  // refused (the compute type): exact float32 from now on
       }
     }
     status = grouped_call<T>(h, g, d_a, d_b, d_c, std::is_same_v<T, double> ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F);
   });
+  // Any other failure is an error, not a reason to run the problems another way.
+  if (!refused(status))
+    check_blas(status, op, std::is_same_v<T, double> ? "cublasDgemmGroupedBatched_64" : "cublasGemmGroupedBatchedEx_64");
   std::string reason;
   if (status != CUBLAS_STATUS_SUCCESS) {
     reason = std::string(std::is_same_v<T, double> ? "cublasDgemmGroupedBatched_64" : "cublasGemmGroupedBatchedEx_64") +

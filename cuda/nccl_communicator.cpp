@@ -1,8 +1,11 @@
 // NCCL backend: collectives on CUDA tensors of one GPU per rank; the NCCL unique id travels over the bootstrap
-// (MPI) communicator. Calls are queued on the current stream; all_reduce_async runs on a stream of its own.
+// (MPI) communicator. Every collective runs on the device's communication stream, after the work queued so far on
+// the current stream; the current stream waits for its result at once, or, for all_reduce_async, at Work::wait().
 #include <nccl.h>
 
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "core/collective_checks.h"
 #include "core/communicator.h"
@@ -38,10 +41,10 @@ ncclDataType_t reduce_type(const Communicator& c, const char* op, const Tensor& 
 
 size_t bytes_of(const Tensor& t) { return size_t(t.numel()) * t.itemsize(); }
 
-// A CUDA event queried without blocking, destroyed with the object.
+// A CUDA event of the current device, destroyed with the object.
 class QueryEvent {
  public:
-  QueryEvent() { UOE_CUDA_CHECK("all_reduce", cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
+  explicit QueryEvent(const char* op) { UOE_CUDA_CHECK(op, cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
   ~QueryEvent() { (void)cudaEventDestroy(event_); }
   QueryEvent(const QueryEvent&) = delete;
   QueryEvent& operator=(const QueryEvent&) = delete;
@@ -51,17 +54,44 @@ class QueryEvent {
   cudaEvent_t event_ = nullptr;
 };
 
-// An all-reduce running on the communicator's stream; done_ is recorded after it.
+// The stream every NCCL operation of a device runs on, whichever communicator issues it. NCCL operations of
+// different communicators (data-parallel groups, the expert group) must not run concurrently, or they may
+// deadlock; here they run one after another in the order this rank issues them, which is the same on every rank.
+cudaStream_t communication_stream(int device) {
+  static std::mutex mu;
+  static std::map<int, cudaStream_t> streams;  // never destroyed: collectives may run during static destruction
+  std::lock_guard<std::mutex> lock(mu);
+  cudaStream_t& s = streams[device];
+  if (!s) {
+    cuda::DeviceGuard guard(device);
+    UOE_CUDA_CHECK("world", cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  }
+  return s;
+}
+
+// A collective running on the communication stream; done_ is recorded after it. Until wait() the current stream
+// does not see its result; a Work dropped without wait() still orders the current stream after it, so that its
+// buffer goes back to the caching allocator (whose reuse follows the current stream) only once NCCL is done with it.
 class NcclWork final : public Work {
  public:
-  NcclWork(Tensor buffer, int device) : buffer_(std::move(buffer)), device_(device) {}
-  cudaEvent_t done() const { return done_.get(); }
+  NcclWork(Tensor buffer, int device, std::unique_ptr<QueryEvent> done)
+      : buffer_(std::move(buffer)), device_(device), done_(std::move(done)) {}
+  ~NcclWork() override {
+    if (waited_) return;
+    int previous = device_;  // no throwing from a destructor: errors surface at the next checked call
+    (void)cudaGetDevice(&previous);
+    (void)cudaSetDevice(device_);
+    (void)cudaStreamWaitEvent(cuda::current_stream(device_), done_->get(), 0);
+    (void)cudaSetDevice(previous);
+  }
   void wait() override {
-    UOE_CUDA_CHECK("all_reduce", cudaStreamWaitEvent(cuda::current_stream(device_), done_.get(), 0));
+    cuda::DeviceGuard guard(device_);  // the legacy default stream is the current device's: it must be this one
+    UOE_CUDA_CHECK("all_reduce", cudaStreamWaitEvent(cuda::current_stream(device_), done_->get(), 0));
+    waited_ = true;
     buffer_.bump_version();
   }
   bool test() override {
-    const cudaError_t e = cudaEventQuery(done_.get());
+    const cudaError_t e = cudaEventQuery(done_->get());
     if (e == cudaErrorNotReady) return false;
     UOE_CUDA_CHECK("all_reduce", e);
     return true;
@@ -70,7 +100,31 @@ class NcclWork final : public Work {
  private:
   Tensor buffer_;  // kept alive while the collective may use it
   int device_;
-  QueryEvent done_;
+  std::unique_ptr<QueryEvent> done_;
+  bool waited_ = false;
+};
+
+// ncclGroupStart() ... end(): the group is closed even when a call inside it throws (an open group would defer
+// every later NCCL call of this thread, and the run would hang instead of reporting the error).
+class NcclGroup {
+ public:
+  NcclGroup(ncclComm_t comm, std::string where_text) : comm_(comm), where_(std::move(where_text)) {
+    check_nccl(ncclGroupStart(), comm_, where_, "ncclGroupStart");
+  }
+  ~NcclGroup() {
+    if (open_) (void)ncclGroupEnd();
+  }
+  NcclGroup(const NcclGroup&) = delete;
+  NcclGroup& operator=(const NcclGroup&) = delete;
+  void end() {
+    open_ = false;
+    check_nccl(ncclGroupEnd(), comm_, where_, "ncclGroupEnd");
+  }
+
+ private:
+  ncclComm_t comm_;
+  std::string where_;
+  bool open_ = true;
 };
 
 class NcclCommunicator final : public Communicator {
@@ -89,12 +143,9 @@ class NcclCommunicator final : public Communicator {
     std::memcpy(&id, id_words.raw_data(), sizeof id);
     cuda::DeviceGuard guard(device_);
     check_nccl(ncclCommInitRank(&comm_, size_, id, rank_), nullptr, where(*this, "world"), "ncclCommInitRank");
-    UOE_CUDA_CHECK("world", cudaStreamCreateWithFlags(&async_stream_, cudaStreamNonBlocking));
+    stream_ = communication_stream(device_);
   }
-  ~NcclCommunicator() override {  // at exit the CUDA runtime may be gone already: errors are ignored
-    (void)ncclCommDestroy(comm_);
-    (void)cudaStreamDestroy(async_stream_);
-  }
+  ~NcclCommunicator() override { (void)ncclCommDestroy(comm_); }  // at exit the runtime may be gone: errors ignored
   // A communicator that owns its bootstrap (a group split from another): NCCL over the group's ranks.
   NcclCommunicator(std::unique_ptr<Communicator> bootstrap, int device) : NcclCommunicator(*bootstrap, device) {
     owned_bootstrap_ = std::move(bootstrap);
@@ -109,36 +160,35 @@ class NcclCommunicator final : public Communicator {
   void all_reduce(const Tensor& t, ReduceOp op) override {
     const char* name = "all_reduce";
     const ncclDataType_t type = reduction_input(name, t);
-    cuda::DeviceGuard guard(device_);
-    check_nccl(ncclAllReduce(t.raw_data(), t.raw_data(), size_t(t.numel()), type, nccl_op(op), comm_, stream()),
-               comm_, where(*this, name), "ncclAllReduce");
+    run(name, [&] {
+      check_nccl(ncclAllReduce(t.raw_data(), t.raw_data(), size_t(t.numel()), type, nccl_op(op), comm_, stream_),
+                 comm_, where(*this, name), "ncclAllReduce");
+    });
     t.bump_version();
   }
 
+  // The all-reduce starts after the work already queued on the current stream (that produced t); whatever the
+  // current stream does next runs beside it until Work::wait().
   std::unique_ptr<Work> all_reduce_async(const Tensor& t, ReduceOp op) override {
     const char* name = "all_reduce";
     const ncclDataType_t type = reduction_input(name, t);
     cuda::DeviceGuard guard(device_);
-    // The all-reduce waits for the work already queued on the current stream (that produced t), then runs on
-    // async_stream_, beside whatever the current stream does next.
-    QueryEvent ready;
-    UOE_CUDA_CHECK(name, cudaEventRecord(ready.get(), stream()));
-    UOE_CUDA_CHECK(name, cudaStreamWaitEvent(async_stream_, ready.get(), 0));
-    auto work = std::make_unique<NcclWork>(t, device_);
-    check_nccl(ncclAllReduce(t.raw_data(), t.raw_data(), size_t(t.numel()), type, nccl_op(op), comm_, async_stream_),
-               comm_, where(*this, name), "ncclAllReduce");
-    UOE_CUDA_CHECK(name, cudaEventRecord(work->done(), async_stream_));
-    return work;
+    auto done = enqueue(name, [&] {
+      check_nccl(ncclAllReduce(t.raw_data(), t.raw_data(), size_t(t.numel()), type, nccl_op(op), comm_, stream_),
+                 comm_, where(*this, name), "ncclAllReduce");
+    });
+    return std::make_unique<NcclWork>(t, device_, std::move(done));
   }
 
   void reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op) override {
     const char* name = "reduce_scatter";
     collective::check_reduce_scatter(*this, input, output);
     const ncclDataType_t type = reduction_input(name, input);
-    cuda::DeviceGuard guard(device_);
-    check_nccl(ncclReduceScatter(input.raw_data(), output.raw_data(), size_t(output.numel()), type, nccl_op(op), comm_,
-                                 stream()),
-               comm_, where(*this, name), "ncclReduceScatter");
+    run(name, [&] {
+      check_nccl(ncclReduceScatter(input.raw_data(), output.raw_data(), size_t(output.numel()), type, nccl_op(op),
+                                   comm_, stream_),
+                 comm_, where(*this, name), "ncclReduceScatter");
+    });
     output.bump_version();
   }
 
@@ -150,15 +200,16 @@ class NcclCommunicator final : public Communicator {
     const size_t row_bytes = size_t(collective::row_numel(*this, name, output)) * output.itemsize();
     const std::vector<int64_t> offsets = collective::row_offsets(r);
     char* out = static_cast<char*>(output.raw_data());
-    cuda::DeviceGuard guard(device_);
-    check_nccl(ncclGroupStart(), comm_, where(*this, name), "ncclGroupStart");
-    for (int j = 0; j < size_; ++j) {
-      char* block = out + size_t(offsets[size_t(j)]) * row_bytes;
-      const void* send = j == rank_ ? input.raw_data() : block;
-      check_nccl(ncclBroadcast(send, block, size_t(r[size_t(j)]) * row_bytes, ncclUint8, j, comm_, stream()), comm_,
-                 where(*this, name), "ncclBroadcast");
-    }
-    check_nccl(ncclGroupEnd(), comm_, where(*this, name), "ncclGroupEnd");
+    run(name, [&] {
+      NcclGroup group(comm_, where(*this, name));
+      for (int j = 0; j < size_; ++j) {
+        char* block = out + size_t(offsets[size_t(j)]) * row_bytes;
+        const void* send = j == rank_ ? input.raw_data() : block;
+        check_nccl(ncclBroadcast(send, block, size_t(r[size_t(j)]) * row_bytes, ncclUint8, j, comm_, stream_), comm_,
+                   where(*this, name), "ncclBroadcast");
+      }
+      group.end();
+    });
     output.bump_version();
   }
 
@@ -171,18 +222,19 @@ class NcclCommunicator final : public Communicator {
     const std::vector<int64_t> send_at = collective::row_offsets(send_rows), recv_at = collective::row_offsets(recv_rows);
     const char* in = static_cast<const char*>(input.raw_data());
     char* out = static_cast<char*>(output.raw_data());
-    cuda::DeviceGuard guard(device_);
-    check_nccl(ncclGroupStart(), comm_, where(*this, name), "ncclGroupStart");
-    for (int j = 0; j < size_; ++j) {
-      const size_t s = size_t(j);
-      check_nccl(ncclSend(in + size_t(send_at[s]) * row_bytes, size_t(send_rows[s]) * row_bytes, ncclUint8, j, comm_,
-                          stream()),
-                 comm_, where(*this, name), "ncclSend");
-      check_nccl(ncclRecv(out + size_t(recv_at[s]) * row_bytes, size_t(recv_rows[s]) * row_bytes, ncclUint8, j, comm_,
-                          stream()),
-                 comm_, where(*this, name), "ncclRecv");
-    }
-    check_nccl(ncclGroupEnd(), comm_, where(*this, name), "ncclGroupEnd");
+    run(name, [&] {
+      NcclGroup group(comm_, where(*this, name));
+      for (int j = 0; j < size_; ++j) {
+        const size_t s = size_t(j);
+        check_nccl(ncclSend(in + size_t(send_at[s]) * row_bytes, size_t(send_rows[s]) * row_bytes, ncclUint8, j,
+                            comm_, stream_),
+                   comm_, where(*this, name), "ncclSend");
+        check_nccl(ncclRecv(out + size_t(recv_at[s]) * row_bytes, size_t(recv_rows[s]) * row_bytes, ncclUint8, j,
+                            comm_, stream_),
+                   comm_, where(*this, name), "ncclRecv");
+      }
+      group.end();
+    });
     output.bump_version();
   }
 
@@ -191,9 +243,10 @@ class NcclCommunicator final : public Communicator {
     collective::check_tensor(*this, name, t);
     collective::check_root(*this, name, root);
     check_gpu(name, t);
-    cuda::DeviceGuard guard(device_);
-    check_nccl(ncclBroadcast(t.raw_data(), t.raw_data(), bytes_of(t), ncclUint8, root, comm_, stream()), comm_,
-               where(*this, name), "ncclBroadcast");
+    run(name, [&] {
+      check_nccl(ncclBroadcast(t.raw_data(), t.raw_data(), bytes_of(t), ncclUint8, root, comm_, stream_), comm_,
+                 where(*this, name), "ncclBroadcast");
+    });
     t.bump_version();
   }
 
@@ -207,7 +260,6 @@ class NcclCommunicator final : public Communicator {
     return std::make_unique<NcclCommunicator>(bootstrap_.split(color, key), device_);
   }
 
-
  protected:
   void abort_all(int exit_code) override {
     (void)ncclCommAbort(comm_);
@@ -215,7 +267,26 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
-  cudaStream_t stream() const { return cuda::current_stream(device_); }
+  // Issues the NCCL calls of `calls` on the communication stream after the work queued so far on the current
+  // stream; returns an event recorded after them. The caller holds a DeviceGuard on device_.
+  template <typename Calls>
+  std::unique_ptr<QueryEvent> enqueue(const char* name, const Calls& calls) {
+    const QueryEvent ready(name);
+    UOE_CUDA_CHECK(name, cudaEventRecord(ready.get(), cuda::current_stream(device_)));
+    UOE_CUDA_CHECK(name, cudaStreamWaitEvent(stream_, ready.get(), 0));
+    calls();
+    auto done = std::make_unique<QueryEvent>(name);
+    UOE_CUDA_CHECK(name, cudaEventRecord(done->get(), stream_));
+    return done;
+  }
+
+  // A blocking collective: enqueued, and the current stream waits for it.
+  template <typename Calls>
+  void run(const char* name, const Calls& calls) {
+    cuda::DeviceGuard guard(device_);
+    const auto done = enqueue(name, calls);
+    UOE_CUDA_CHECK(name, cudaStreamWaitEvent(cuda::current_stream(device_), done->get(), 0));
+  }
 
   void check_gpu(const char* name, const Tensor& t) const {
     UOE_CHECK(t.is_cuda() && t.device().index == device_, where(*this, name), "the tensor is on ", t.device().str(),
@@ -232,7 +303,7 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<Communicator> owned_bootstrap_;  // set when this communicator was split from another
   int rank_, size_, device_;
   ncclComm_t comm_ = nullptr;
-  cudaStream_t async_stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;  // communication_stream(device_)
 };
 
 }  // namespace

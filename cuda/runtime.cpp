@@ -37,6 +37,12 @@ int device_count() {
   return n;
 }
 
+void set_device(int device) {
+  const int n = device_count();
+  UOE_CHECK(device >= 0 && device < n, "[set_device] cuda:", device, " does not exist (", n, " GPU(s) visible)");
+  UOE_CUDA_CHECK("set_device", cudaSetDevice(device));
+}
+
 // The copy runs on the current stream of the GPU involved (the destination's when both are GPUs) and is
 // waited for, so the call is synchronous: host memory may be reused and device data read at once.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t n) {

@@ -56,10 +56,11 @@ nn::ModelConfig resumed_config(const Args& a, const std::string& ckpt) {
 }
 
 // --device: with several ranks a bare "cuda" means one GPU per rank of this node (local rank modulo GPU count).
+// The chosen GPU becomes the process's current device, so that nothing of this rank lands on GPU 0 by default.
 Device train_device(const Args& a, const Communicator& comm) {
-  const Device d = device_flag(a);
-  if (a.str("device", "cpu") == "cuda" && comm.size() > 1)
-    return Device::cuda(comm.local_rank() % cuda::device_count());
+  Device d = device_flag(a);
+  if (a.str("device", "cpu") == "cuda" && comm.size() > 1) d = Device::cuda(comm.local_rank() % cuda::device_count());
+  if (d.is_cuda()) cuda::set_device(d.index);
   return d;
 }
 

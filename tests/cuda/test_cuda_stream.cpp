@@ -2,6 +2,10 @@
 // Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
+#include "core/error.h"
 #include "core/tensor.h"
 #include "cuda/cuda_api.h"
 
@@ -9,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/check.h"
+#include "cuda/host_upload.h"
 #include "cuda/stream.h"
 #endif
 
@@ -68,7 +73,44 @@ TEST_F(CudaStream, EventsTimeWork) {
   cuda::synchronize(0, "test");
 }
 
+TEST_F(CudaStream, SetDeviceMakesTheGpuCurrent) {
+  const int last = cuda::device_count() - 1;
+  cuda::set_device(last);
+  int now = -1;
+  UOE_CUDA_CHECK("test", cudaGetDevice(&now));
+  EXPECT_EQ(now, last);
+  cuda::set_device(0);
+}
+
+// More uploads than the staging ring has buffers, of growing and shrinking sizes; the host source is overwritten
+// as soon as each call returns.
+TEST_F(CudaStream, HostUploadsArriveWhateverTheHostDoesNext) {
+  const cudaStream_t s = cuda::current_stream(0);
+  for (int i = 0; i < 100; ++i) {
+    const int64_t n = 1 + (int64_t(i) * 7919) % 20000;
+    std::vector<int64_t> host(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) host[size_t(j)] = j * 31 + i;
+    const std::vector<int64_t> want = host;
+    const Tensor dev = empty({n}, TensorOptions{}.with_dtype(DType::Int64).with_device(Device::cuda(0)));
+    cuda::upload_async(dev.raw_data(), host.data(), host.size() * sizeof(int64_t), 0, s, "test");
+    std::fill(host.begin(), host.end(), -1);
+    ASSERT_EQ(dev.to(Device::cpu()).to_vector<int64_t>(), want) << "upload " << i << " of " << n << " elements";
+  }
+}
+
 #endif
+
+// Without a GPU too: a device that does not exist is refused by name.
+TEST(CudaSetDevice, RefusesADeviceThatDoesNotExist) {
+  try {
+    cuda::set_device(cuda::device_count());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[set_device] cuda:" + std::to_string(cuda::device_count())),
+              std::string::npos)
+        << e.what();
+  }
+}
 
 }  // namespace
 }  // namespace uoe
