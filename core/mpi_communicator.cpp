@@ -4,6 +4,7 @@
 #include <climits>
 
 #include "core/collective_checks.h"
+#include "core/collective_watchdog.h"
 #include "core/communicator.h"
 #include "core/error.h"
 
@@ -19,6 +20,17 @@ void check_mpi(int code, const std::string& where_text, const char* call) {
   int length = 0;
   MPI_Error_string(code, text, &length);
   fail(where_text, call, " failed: ", std::string(text, size_t(length)));
+}
+
+// A blocking MPI call, under the collective watchdog while it waits for the other ranks; then its result checked.
+template <typename Call>
+void blocking(const std::string& where_text, const char* call, const Call& mpi_call) {
+  int code = MPI_SUCCESS;
+  {
+    const watchdog::Blocking watch(where_text + call);
+    code = mpi_call();
+  }
+  check_mpi(code, where_text, call);
 }
 
 MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Sum ? MPI_SUM : MPI_MAX; }
@@ -74,7 +86,7 @@ class MpiWork final : public Work {
   }
   void wait() override {
     if (request_ == MPI_REQUEST_NULL) return;  // seen finished already (MPI resets a completed request)
-    check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), where_, "MPI_Wait");
+    blocking(where_, "MPI_Wait", [&] { return MPI_Wait(&request_, MPI_STATUS_IGNORE); });
     buffer_.bump_version();  // the collective wrote the buffer
   }
   bool test() override {
@@ -109,7 +121,7 @@ class MpiCommunicator final : public Communicator {
   }
   // The ranks of `parent` that passed the same color (MPI_Comm_split). MPI must outlive it.
   MpiCommunicator(MPI_Comm parent, int color, int key, const std::string& what) {
-    check_mpi(MPI_Comm_split(parent, color, key, &comm_), what, "MPI_Comm_split");
+    blocking(what, "MPI_Comm_split", [&] { return MPI_Comm_split(parent, color, key, &comm_); });
     join();
   }
   ~MpiCommunicator() override {
@@ -134,9 +146,9 @@ class MpiCommunicator final : public Communicator {
   void all_reduce(const Tensor& t, ReduceOp op) override {
     const char* name = "all_reduce";
     const MPI_Datatype type = reduction_input(name, t);
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, t.raw_data(), mpi_int(*this, name, t.numel(), "elements"), type,
-                            mpi_op(op), comm_),
-              where(*this, name), "MPI_Allreduce");
+    const int count = mpi_int(*this, name, t.numel(), "elements");
+    blocking(where(*this, name), "MPI_Allreduce",
+             [&] { return MPI_Allreduce(MPI_IN_PLACE, t.raw_data(), count, type, mpi_op(op), comm_); });
     t.bump_version();
   }
 
@@ -155,9 +167,10 @@ class MpiCommunicator final : public Communicator {
     collective::check_reduce_scatter(*this, input, output);
     const MPI_Datatype type = reduction_input(name, input);
     check_cpu(*this, name, output);
-    check_mpi(MPI_Reduce_scatter_block(input.raw_data(), output.raw_data(),
-                                       mpi_int(*this, name, output.numel(), "elements"), type, mpi_op(op), comm_),
-              where(*this, name), "MPI_Reduce_scatter_block");
+    const int count = mpi_int(*this, name, output.numel(), "elements");
+    blocking(where(*this, name), "MPI_Reduce_scatter_block", [&] {
+      return MPI_Reduce_scatter_block(input.raw_data(), output.raw_data(), count, type, mpi_op(op), comm_);
+    });
     output.bump_version();
   }
 
@@ -169,9 +182,10 @@ class MpiCommunicator final : public Communicator {
     const ByteBlocks b = byte_blocks(*this, name, r, row_bytes);
     char* out = static_cast<char*>(output.raw_data());
     const bool in_place = input.raw_data() == out + b.displs[size_t(rank_)];
-    check_mpi(MPI_Allgatherv(in_place ? MPI_IN_PLACE : input.raw_data(), b.counts[size_t(rank_)], MPI_BYTE, out,
-                             b.counts.data(), b.displs.data(), MPI_BYTE, comm_),
-              where(*this, name), "MPI_Allgatherv");
+    blocking(where(*this, name), "MPI_Allgatherv", [&] {
+      return MPI_Allgatherv(in_place ? MPI_IN_PLACE : input.raw_data(), b.counts[size_t(rank_)], MPI_BYTE, out,
+                            b.counts.data(), b.displs.data(), MPI_BYTE, comm_);
+    });
     output.bump_version();
   }
 
@@ -183,9 +197,10 @@ class MpiCommunicator final : public Communicator {
     const int64_t row_bytes = collective::row_numel(*this, name, input) * int64_t(input.itemsize());
     const ByteBlocks send = byte_blocks(*this, name, send_rows, row_bytes);
     const ByteBlocks recv = byte_blocks(*this, name, recv_rows, row_bytes);
-    check_mpi(MPI_Alltoallv(input.raw_data(), send.counts.data(), send.displs.data(), MPI_BYTE, output.raw_data(),
-                            recv.counts.data(), recv.displs.data(), MPI_BYTE, comm_),
-              where(*this, name), "MPI_Alltoallv");
+    blocking(where(*this, name), "MPI_Alltoallv", [&] {
+      return MPI_Alltoallv(input.raw_data(), send.counts.data(), send.displs.data(), MPI_BYTE, output.raw_data(),
+                           recv.counts.data(), recv.displs.data(), MPI_BYTE, comm_);
+    });
     output.bump_version();
   }
 
@@ -195,13 +210,12 @@ class MpiCommunicator final : public Communicator {
     collective::check_root(*this, name, root);
     check_cpu(*this, name, t);
     const int64_t bytes = t.numel() * int64_t(t.itemsize());
-    check_mpi(MPI_Bcast(t.raw_data(), mpi_int(*this, name, bytes, "bytes"), MPI_BYTE, root, comm_),
-              where(*this, name), "MPI_Bcast");
+    const int count = mpi_int(*this, name, bytes, "bytes");
+    blocking(where(*this, name), "MPI_Bcast", [&] { return MPI_Bcast(t.raw_data(), count, MPI_BYTE, root, comm_); });
     t.bump_version();
   }
 
-  void barrier() override { check_mpi(MPI_Barrier(comm_), where(*this, "barrier"), "MPI_Barrier"); }
-
+  void barrier() override { blocking(where(*this, "barrier"), "MPI_Barrier", [&] { return MPI_Barrier(comm_); }); }
 
  protected:
   void abort_all(int exit_code) override { MPI_Abort(MPI_COMM_WORLD, exit_code); }

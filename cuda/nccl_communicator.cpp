@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "core/collective_checks.h"
+#include "core/collective_watchdog.h"
 #include "core/communicator.h"
 #include "cuda/check.h"
 #include "cuda/stream.h"
@@ -74,7 +75,7 @@ cudaStream_t communication_stream(int device) {
 // buffer goes back to the caching allocator (whose reuse follows the current stream) only once NCCL is done with it.
 class NcclWork final : public Work {
  public:
-  NcclWork(Tensor buffer, int device, std::unique_ptr<QueryEvent> done)
+  NcclWork(Tensor buffer, int device, std::shared_ptr<QueryEvent> done)
       : buffer_(std::move(buffer)), device_(device), done_(std::move(done)) {}
   ~NcclWork() override {
     if (waited_) return;
@@ -100,7 +101,7 @@ class NcclWork final : public Work {
  private:
   Tensor buffer_;  // kept alive while the collective may use it
   int device_;
-  std::unique_ptr<QueryEvent> done_;
+  std::shared_ptr<QueryEvent> done_;
   bool waited_ = false;
 };
 
@@ -268,15 +269,19 @@ class NcclCommunicator final : public Communicator {
 
  private:
   // Issues the NCCL calls of `calls` on the communication stream after the work queued so far on the current
-  // stream; returns an event recorded after them. The caller holds a DeviceGuard on device_.
+  // stream; returns an event recorded after them, which the collective watchdog polls. The caller holds a
+  // DeviceGuard on device_.
   template <typename Calls>
-  std::unique_ptr<QueryEvent> enqueue(const char* name, const Calls& calls) {
+  std::shared_ptr<QueryEvent> enqueue(const char* name, const Calls& calls) {
     const QueryEvent ready(name);
     UOE_CUDA_CHECK(name, cudaEventRecord(ready.get(), cuda::current_stream(device_)));
     UOE_CUDA_CHECK(name, cudaStreamWaitEvent(stream_, ready.get(), 0));
     calls();
-    auto done = std::make_unique<QueryEvent>(name);
+    auto done = std::make_shared<QueryEvent>(name);
     UOE_CUDA_CHECK(name, cudaEventRecord(done->get(), stream_));
+    // An error (a failed kernel) is not a hang: the next checked CUDA call reports it.
+    watchdog::watch(where(*this, name) + "NCCL on cuda:" + std::to_string(device_),
+                    [done] { return cudaEventQuery(done->get()) != cudaErrorNotReady; });
     return done;
   }
 

@@ -7,6 +7,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "core/collective_watchdog.h"
 #include "core/communicator.h"
 #include "core/error.h"
 #include "core/json.h"
@@ -68,7 +69,7 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   const Args a(argv,
                {"config", "data", "out", "steps", "batch", "seq", "lr", "min-lr", "warmup", "threads", "seed",
                 "eval-every", "eval-batches", "save-every", "grad-accum", "optimizer", "tokenizer", "minutes", "clip",
-                "weight-decay", "device", "dtype", "param-dtype", "expert-parallel", "init-from"},
+                "weight-decay", "device", "dtype", "param-dtype", "expert-parallel", "init-from", "collective-timeout"},
                {"resume", "overwrite", "quiet", "zero1", "checkpoint-activations", "no-save"});
   const bool lead = comm.rank() == 0;
   set_threads(a.integer("threads", 0));
@@ -111,6 +112,7 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   o.zero1 = a.flag("zero1");
   o.checkpoint_activations = a.flag("checkpoint-activations");
   o.expert_parallel = a.integer("expert-parallel", 1);
+  watchdog::set_timeout(a.number("collective-timeout", watchdog::timeout()));
   o.device = train_device(a, comm);
   const bool bf16 = precision_flag(a, "dtype", "bf16 compute over float32 master weights") == DType::BFloat16;
   if (bf16) o.compute_dtype = DType::BFloat16;

@@ -1,8 +1,10 @@
 // `mpirun -np 2` end to end: `uoe train` data parallel (with ZeRO-1) follows the one-process run with the same
-// batch and resumes at one rank; a rank that fails mid-step ends every rank with its error instead of a hang.
+// batch and resumes at one rank; a rank that fails mid-step ends every rank with its error instead of a hang, and
+// one that stops answering is ended by the collective watchdog of the others.
 // Skipped when the build has no MPI (or is a sanitizer build).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 
@@ -66,6 +68,20 @@ TEST(MpiRun, ARankThatFailsMidStepEndsEveryRank) {
   EXPECT_NE(code, 124) << "the ranks hung until the timeout\n" << out;
   EXPECT_NE(out.find("uoe_dist_tests: rank 1 of 2: injected failure in the backward of step 1"), std::string::npos)
       << out;
+}
+
+TEST(MpiRun, ARankThatStopsAnsweringEndsTheRunAfterTheTimeout) {
+  SKIP_WITHOUT_MPI();
+  int code = 0;
+  const auto start = std::chrono::steady_clock::now();
+  const std::string out =
+      run_command(std::string("timeout 120 ") + kMpiexec + " " + kDistTests + " --stall-on-rank=1", &code);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(code, 124) << "the ranks hung until the timeout\n" << out;
+  EXPECT_LT(seconds, 55) << "the run ended only when the stalled rank woke up\n" << out;
+  EXPECT_NE(out.find("rank 0 of 2: MPI_Wait has not completed after"), std::string::npos) << out;
+  EXPECT_NE(out.find("(collective timeout 2 s): another rank stopped answering"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -1,5 +1,10 @@
-// A rank that fails in the middle of a data-parallel step: it throws from a gradient hook during backward, while
-// the other ranks go on and wait for its buckets. run_or_abort must end them all, not leave them waiting.
+// A rank that fails in the middle of a data-parallel step, while the other ranks go on and wait for its buckets:
+// it throws from a gradient hook during backward (run_or_abort must end them all), or it stops answering (sleeps;
+// the collective watchdog of the others must end the run).
+#include <chrono>
+#include <thread>
+
+#include "core/collective_watchdog.h"
 #include "core/error.h"
 #include "dist_helpers.h"
 #include "fixtures.h"
@@ -7,7 +12,8 @@
 
 namespace uoe::test {
 
-int run_failing_steps(Communicator& comm, int failing_rank) {
+int run_failing_steps(Communicator& comm, int failing_rank, bool stall) {
+  if (stall) watchdog::set_timeout(2);
   const std::string dir = shared_dir("failing_rank");
   if (comm.rank() == 0) micro_data(dir);
   comm.barrier();
@@ -16,7 +22,8 @@ int run_failing_steps(Communicator& comm, int failing_rank) {
   const nn::RowRange rows = nn::rank_rows(4, comm.rank(), comm.size());
   nn::DataParallel dp(model->named_parameters(), comm, double(rows.count) / 4, 1024);
   for (int64_t step = 0; step < 3; ++step) {
-    if (step == 1 && comm.rank() == failing_rank)
+    if (step == 1 && comm.rank() == failing_rank && stall) std::this_thread::sleep_for(std::chrono::seconds(60));
+    if (step == 1 && comm.rank() == failing_rank && !stall)
       model->blocks[0]->attn_norm->weight.register_hook([](const Tensor&) -> Tensor {
         fail("injected failure in the backward of step 1");
       });

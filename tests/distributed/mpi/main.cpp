@@ -1,7 +1,7 @@
 // uoe_dist_tests: GoogleTest under `mpirun -np N`. Every rank runs every test (the collectives inside need all of
 // them); rank 0 prints the report, the other ranks print only their failures, tagged with their rank.
-// With --fail-on-rank=R it instead runs data-parallel steps in which rank R throws during backward (see
-// failing_rank.cpp).
+// With --fail-on-rank=R it instead runs data-parallel steps in which rank R throws during backward, with
+// --stall-on-rank=R steps in which rank R stops answering for a minute (see failing_rank.cpp).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -10,7 +10,7 @@
 #include "core/communicator.h"
 
 namespace uoe::test {
-int run_failing_steps(Communicator& comm, int failing_rank);
+int run_failing_steps(Communicator& comm, int failing_rank, bool stall);
 }
 
 namespace {
@@ -34,12 +34,13 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   uoe::Communicator& comm = uoe::world();
-  const std::string fail_flag = "--fail-on-rank=";
   for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]).rfind(fail_flag, 0) == 0)
-      return uoe::run_or_abort(comm, "uoe_dist_tests", [&] {
-        return uoe::test::run_failing_steps(comm, std::stoi(std::string(argv[i]).substr(fail_flag.size())));
-      });
+    for (const std::string flag : {"--fail-on-rank=", "--stall-on-rank="})
+      if (std::string(argv[i]).rfind(flag, 0) == 0)
+        return uoe::run_or_abort(comm, "uoe_dist_tests", [&] {
+          return uoe::test::run_failing_steps(comm, std::stoi(std::string(argv[i]).substr(flag.size())),
+                                              flag == "--stall-on-rank=");
+        });
   if (comm.rank() != 0) {
     ::testing::TestEventListeners& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
