@@ -18,10 +18,16 @@ struct DataParallel::State {
     Tensor param;
     size_t bucket = 0;
     int64_t offset = 0;  // in the bucket, in elements
+    int64_t flag = 0;    // its element of the bucket's flags
     bool filled = false;
+    bool had_gradient = false;  // on this rank, in this step
   };
   struct Bucket {
-    Tensor flat;                 // [Σ numel] of its parameters, in slot order
+    // [Σ numel + slots]: its parameters' gradients in slot order, then one flag per slot: > 0 after the all-reduce
+    // iff some rank had a gradient for it (a parameter that none had keeps no gradient, as in one process, so
+    // that the optimiser skips it instead of decaying it with a zero gradient)
+    Tensor flat;
+    Tensor flags;                // the flags' part of flat
     std::vector<size_t> slots;
     size_t pending = 0;          // slots not filled yet in this backward
     std::unique_ptr<Work> work;  // the running all-reduce
@@ -44,7 +50,7 @@ struct DataParallel::State {
     const Tensor old = s.param.grad();
     dst.copy_(old.defined() ? old : g);
     if (old.defined()) dst.add_(g);
-    s.filled = true;
+    s.filled = s.had_gradient = true;
     if (--buckets[s.bucket].pending == 0) start_ready();
     poll();
   }
@@ -56,11 +62,17 @@ struct DataParallel::State {
 
   void start(size_t b) {
     Bucket& bucket = buckets[b];
+    bucket.flags.fill_(1.0);
     for (size_t i : bucket.slots)  // no gradient in this backward: what earlier micro-batches accumulated, or 0
       if (!slots[i].filled) {
         const Tensor old = slots[i].param.grad();
-        if (old.defined()) view(slots[i]).copy_(old);
-        else view(slots[i]).zero_();
+        slots[i].had_gradient = old.defined();
+        if (old.defined()) {
+          view(slots[i]).copy_(old);
+        } else {
+          view(slots[i]).zero_();
+          bucket.flags.narrow(0, slots[i].flag, 1).zero_();
+        }
       }
     bucket.flat.mul_(weight);
     bucket.work = comm.all_reduce_async(bucket.flat);
@@ -99,13 +111,15 @@ DataParallel::DataParallel(const NamedTensors& params, Communicator& comm, doubl
       elems = 0;
     }
     st.buckets.back().slots.push_back(st.slots.size());
-    st.slots.push_back({it->first, p, st.buckets.size() - 1, elems});
+    st.slots.push_back({it->first, p, st.buckets.size() - 1, elems, int64_t(st.buckets.back().slots.size()) - 1});
     elems += p.numel();
   }
   for (auto& b : st.buckets) {
     const State::Slot& last = st.slots[b.slots.back()];
-    b.flat = zeros({last.offset + last.param.numel()},
+    const int64_t elements = last.offset + last.param.numel();
+    b.flat = zeros({elements + int64_t(b.slots.size())},
                    TensorOptions{}.with_dtype(reduction_dtype(last.param.dtype())).with_device(last.param.device()));
+    b.flags = b.flat.narrow(0, elements, int64_t(b.slots.size()));
   }
   std::weak_ptr<State> weak = state_;
   for (size_t i = 0; i < st.slots.size(); ++i)
@@ -119,7 +133,7 @@ void DataParallel::reduce_next_backward() {
   State& st = *state_;
   UOE_CHECK(!st.armed, collective::where(st.comm, "data_parallel"),
             "reduce_next_backward() was called again before finish()");
-  for (auto& s : st.slots) s.filled = false;
+  for (auto& s : st.slots) s.filled = s.had_gradient = false;
   for (auto& b : st.buckets) b.pending = b.slots.size();
   st.next = 0;
   st.armed = true;
@@ -133,7 +147,13 @@ void DataParallel::finish() {
     b.work->wait();
     b.work.reset();
   }
-  for (auto& s : st.slots) s.param.set_grad(st.view(s).to(s.param.dtype()));  // a copy for bfloat16 parameters
+  // Whether some rank had each gradient this rank lacked (read only then: no host synchronisation otherwise).
+  std::vector<std::vector<double>> flags(st.buckets.size());
+  for (auto& s : st.slots) {
+    if (!s.had_gradient && flags[s.bucket].empty()) flags[s.bucket] = st.buckets[s.bucket].flags.to_vector<double>();
+    const bool some_rank_had_it = s.had_gradient || flags[s.bucket][size_t(s.flag)] > 0;
+    s.param.set_grad(some_rank_had_it ? st.view(s).to(s.param.dtype()) : Tensor());  // a copy for bf16 parameters
+  }
   st.armed = false;
 }
 

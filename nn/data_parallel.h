@@ -40,7 +40,8 @@ class DataParallel {
   // After that backward: starts the buckets it left incomplete (a parameter it gave no gradient contributes
   // zeros), waits for every bucket, and sets each parameter's .grad to its averaged gradient (a view into the
   // bucket, valid until the next finish(); bfloat16 parameters' gradients are summed in float32 buckets and get a
-  // bfloat16 copy).
+  // bfloat16 copy). A parameter that no rank gave a gradient in this step keeps none (undefined .grad), as in one
+  // process.
   void finish();
   int64_t bucket_count() const;
 

@@ -61,6 +61,18 @@ TEST(DataParallelLocal, AParameterWithoutAGradientInTheLastMicroBatchKeepsTheEar
   EXPECT_EQ(b.grad().to_vector<float>(), std::vector<float>(3, 3.0f)) << "b's first micro-batch was dropped";
 }
 
+TEST(DataParallelLocal, AParameterWithoutAGradientKeepsNone) {
+  const Tensor a = ones({3}, TensorOptions{}.with_requires_grad(true)),
+               b = ones({3}, TensorOptions{}.with_requires_grad(true));
+  LocalCommunicator one;
+  DataParallel dp({{"a", a}, {"b", b}}, one, 1.0, 1 << 20);
+  dp.reduce_next_backward();
+  ops::sum(a * 5.0).backward();
+  dp.finish();
+  EXPECT_EQ(a.grad().to_vector<float>(), std::vector<float>(3, 5.0f));
+  EXPECT_FALSE(b.grad().defined()) << "b had no gradient; it was given zeros, which AdamW would still apply";
+}
+
 // A LocalCommunicator that counts the all-reduces started.
 class CountingCommunicator final : public Communicator {
  public:

@@ -5,6 +5,7 @@
 #include "dist_helpers.h"
 #include "fixtures.h"
 #include "nn/data_parallel.h"
+#include "ops/ops.h"
 
 namespace uoe {
 namespace {
@@ -69,6 +70,25 @@ TEST(DataParallel, GradientsEqualOneProcessOnTheCombinedBatch) { expect_same_as_
 TEST(DataParallel, WithGradientAccumulationAndOneBucket) { expect_same_as_combined(4, 2, int64_t(1) << 30); }
 
 TEST(DataParallel, WithUnevenRowShares) { expect_same_as_combined(5, 1, 1024); }
+
+// a: a gradient on rank 0 only; b: on every rank; c: on none, so it keeps no gradient (the optimiser skips it, as
+// in one process, instead of decaying it with a zero gradient).
+TEST(DataParallel, AGradientFromSomeRanksIsAveragedAndOneFromNoneStaysUndefined) {
+  const auto param = [] { return ones({3}, TensorOptions{}.with_requires_grad(true)); };
+  Tensor a = param(), b = param(), c = param();
+  const double weight = 1.0 / world().size();
+  nn::DataParallel dp({{"a", a}, {"b", b}, {"c", c}}, world(), weight, 1 << 20);
+  for (int step = 0; step < 2; ++step) {  // the flags are reset between steps
+    for (Tensor* p : {&a, &b, &c}) p->set_grad(Tensor());
+    dp.reduce_next_backward();
+    ops::sum(b * 3.0 + (world().rank() == 0 ? a * 2.0 : b * 0.0)).backward();
+    dp.finish();
+    ASSERT_TRUE(a.grad().defined());
+    EXPECT_EQ(a.grad().to_vector<float>(), std::vector<float>(3, float(2.0 * weight)));
+    EXPECT_EQ(b.grad().to_vector<float>(), std::vector<float>(3, 3.0f));
+    EXPECT_FALSE(c.grad().defined()) << "no rank gave c a gradient";
+  }
+}
 
 TEST(DataParallel, StartsFromRankZerosParameters) {
   auto model = test::micro_model(uint64_t(world().rank()));  // a different initialisation on every rank
