@@ -3,12 +3,14 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <system_error>
 
@@ -199,6 +201,28 @@ void recover_locked(const std::string& dir) {
   fsync_path(parent_dir(dir), true, context);
 }
 
+// The temporary directory a process of this host writes `dir` into: `dir.tmp-<host>-<pid>`.
+std::string temporary_prefix(const std::string& dir) {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = 0;
+  return dir + ".tmp-" + host + "-";
+}
+
+// Removes the temporaries of `dir` left by processes of this host that died while writing it (their pid is gone),
+// which no recovery would otherwise remove: each is a whole checkpoint's size. A running writer's is kept.
+void remove_stale_temporaries(const std::string& dir, const std::string& context) {
+  const std::string prefix = fs::path(temporary_prefix(dir)).filename().string();
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(parent_dir(dir), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string pid_text = name.substr(prefix.size());
+    if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+    const long pid = std::strtol(pid_text.c_str(), nullptr, 10);
+    if (pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) remove_tree(entry.path().string(), context);
+  }
+}
+
 }  // namespace
 
 void recover_directory(const std::string& dir_in) {
@@ -213,7 +237,8 @@ void write_directory_atomic(const std::string& dir_in, const std::function<void(
   const std::string context = "cannot write directory '" + dir + "'";
   recover_directory(dir);
 
-  const std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
+  remove_stale_temporaries(dir, context);
+  const std::string tmp = temporary_prefix(dir) + std::to_string(::getpid());
   const std::string old = dir + ".old";
   remove_tree(tmp, context);  // a leftover of an earlier failure of this process id
   std::error_code ec;

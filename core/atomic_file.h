@@ -22,7 +22,8 @@ void write_file_atomic(const std::string& path, const std::function<void(const B
 std::string read_file_bytes(const std::string& path);
 
 // Writes a whole directory atomically. `fill(tmp_dir)` writes the files into a fresh temporary
-// directory next to `dir` (`dir + ".tmp-<pid>"`); then every file and directory in it is
+// directory next to `dir` (`dir + ".tmp-<host>-<pid>"`; those of this host's processes that died while writing
+// are removed first); then every file and directory in it is
 // fsynced, an existing `dir` is renamed to `dir + ".old"`, the temporary renamed to `dir`, the
 // old one removed, and the parent directory fsynced. If `fill` throws, the temporary is removed,
 // `dir` is untouched, and the exception propagates. If the process dies at any moment, either

@@ -5,6 +5,7 @@
 
 #include "gradcheck.h"
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -155,7 +156,9 @@ TEST_F(AtomicFile, ErrorsNameThePathAndLeaveNoTemporary) {
 TEST_F(AtomicFile, DirectoryWriteReplacesTheWholeDirectory) {
   const std::string dir = root_ + "/ckpt";
   write_directory_atomic(dir, [](const std::string& tmp) {
-    EXPECT_NE(tmp.find("ckpt.tmp-" + std::to_string(::getpid())), std::string::npos);
+    char host[256] = {};
+    ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+    EXPECT_NE(tmp.find("ckpt.tmp-" + std::string(host) + "-" + std::to_string(::getpid())), std::string::npos);
     write_file_atomic(tmp + "/model.bin", "weights-1");
     std::ofstream(tmp + "/config.json") << "{}";
     fs::create_directory(tmp + "/sub");
@@ -168,7 +171,7 @@ TEST_F(AtomicFile, DirectoryWriteReplacesTheWholeDirectory) {
   write_directory_atomic(dir + "/", [](const std::string& tmp) { write_file_atomic(tmp + "/model.bin", "weights-2"); });
   EXPECT_EQ(listing(dir), std::vector<std::string>{"model.bin"});
   EXPECT_EQ(read_file_bytes(dir + "/model.bin"), "weights-2");
-  EXPECT_EQ(listing(root_), std::vector<std::string>{"ckpt"});  // no .tmp-<pid>, no .old
+  EXPECT_EQ(listing(root_), std::vector<std::string>{"ckpt"});  // no .tmp-<host>-<pid>, no .old
 }
 
 TEST_F(AtomicFile, FailingFillLeavesTheOldDirectoryIntact) {
@@ -234,6 +237,28 @@ TEST_F(AtomicFile, WriteDirectoryRecoversFirst) {
   });
   EXPECT_EQ(read_file_bytes(dir + "/model.bin"), "next");
   EXPECT_EQ(listing(root_), std::vector<std::string>{"ckpt"});
+}
+
+// A writer that died mid-write left its temporary, which recovery does not touch; the next write removes it, but
+// not the temporary of a writer that still runs.
+TEST_F(AtomicFile, WriteDirectoryRemovesTheTemporariesOfDeadWriters) {
+  const std::string dir = root_ + "/ckpt";
+  char host[256] = {};
+  ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);  // a pid that no longer runs
+  const std::string dead = "ckpt.tmp-" + std::string(host) + "-" + std::to_string(child);
+  const std::string alive = "ckpt.tmp-" + std::string(host) + "-" + std::to_string(::getppid());
+  for (const std::string& t : {dead, alive}) {
+    fs::create_directory(root_ + "/" + t);
+    write_plain(root_ + "/" + t + "/model.bin", "partial");
+  }
+  write_directory_atomic(dir, [&](const std::string& tmp) { write_file_atomic(tmp + "/model.bin", "next"); });
+  EXPECT_EQ(read_file_bytes(dir + "/model.bin"), "next");
+  EXPECT_EQ(listing(root_), (std::vector<std::string>{"ckpt", alive}));
 }
 
 }  // namespace
