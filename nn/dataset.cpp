@@ -192,12 +192,16 @@ void TokenDataset::check_windows(int64_t T) const {
   check_split("validation", val_tokens_, T);
 }
 
-Batch TokenDataset::train_batch(uint64_t seed, uint64_t step, int64_t B, int64_t T) const {
+Batch TokenDataset::train_batch(uint64_t seed, uint64_t step, int64_t B, int64_t T, int64_t first_row,
+                                int64_t rows) const {
   UOE_CHECK(B >= 1 && T >= 1, "[TokenDataset::train_batch] B and T must be >= 1, got B=", B, " T=", T);
+  if (rows < 0) rows = B - first_row;
+  UOE_CHECK(first_row >= 0 && first_row + rows <= B, "[TokenDataset::train_batch] rows [", first_row, ", ",
+            first_row + rows, ") are not rows of a batch of ", B);
   check_split("training", train_tokens_, T);
   std::vector<int64_t> starts(static_cast<size_t>(B));
   fill_randint(starts.data(), B, batch_stream_seed(seed, step), 0, 0, train_tokens_ - T);  // [0, train - T - 1]
-  return make_batch(starts, T);
+  return make_batch(std::vector<int64_t>(starts.begin() + first_row, starts.begin() + first_row + rows), T);
 }
 
 std::vector<Batch> TokenDataset::val_batches(int64_t B, int64_t T, int64_t max_batches) const {

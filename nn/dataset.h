@@ -74,7 +74,10 @@ class TokenDataset {
   // batch_stream_seed) gives start b from its b-th randint draw. So batch b of a run resumed at
   // step s is the batch the uninterrupted run drew, and batches for B and B' > B share rows.
   // x[b] = tokens[start_b : start_b + T], y[b] = tokens[start_b + 1 : start_b + T + 1].
-  Batch train_batch(uint64_t seed, uint64_t step, int64_t B, int64_t T) const;
+  // With first_row/rows: only rows [first_row, first_row + rows) of that batch are read (a data-parallel rank's
+  // share); rows < 0: all B.
+  Batch train_batch(uint64_t seed, uint64_t step, int64_t B, int64_t T, int64_t first_row = 0,
+                    int64_t rows = -1) const;
 
   // Deterministic, non-overlapping windows covering the validation split from its start: window
   // i starts at val_begin + i * T (its y ends at val_begin + (i + 1) * T, so the windows' y cover

@@ -301,10 +301,10 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     model.zero_grad();
     double loss_sum = 0;
     for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
-      const Batch b = data.train_batch(data_seed, uint64_t(cursor + micro), o.batch, o.seq);
+      const Batch b = data.train_batch(data_seed, uint64_t(cursor + micro), o.batch, o.seq, rows.begin, rows.count);
       if (micro == o.grad_accum - 1)
         for (auto& dp : dps) dp->reduce_next_backward();
-      Tensor loss = model.loss(rows_of(b.x, rows).to(o.device), rows_of(b.y, rows).to(o.device));
+      Tensor loss = model.loss(b.x.to(o.device), b.y.to(o.device));
       if (o.grad_accum > 1) loss = loss / double(o.grad_accum);
       loss.backward();
       loss_sum += model.last_ce.item<double>() / double(o.grad_accum);

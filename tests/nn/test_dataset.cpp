@@ -193,6 +193,12 @@ TEST(DatasetBatches, TrainBatchesDependOnlyOnSeedAndStep) {
   // A larger batch extends the smaller one.
   const auto big = values(ds.train_batch(42, 7, 2 * B, T).x);
   EXPECT_EQ(std::vector<int64_t>(big.begin(), big.begin() + B * T), x);
+  // A data-parallel rank's share: rows [3, 6) of the same batch, read alone.
+  const auto share = ds.train_batch(42, 7, B, T, 3, 3);
+  EXPECT_EQ(share.x.shape(), (uoe::Shape{3, T}));
+  EXPECT_EQ(values(share.x), std::vector<int64_t>(x.begin() + 3 * T, x.begin() + 6 * T));
+  EXPECT_EQ(values(share.y), std::vector<int64_t>(y.begin() + 3 * T, y.begin() + 6 * T));
+  EXPECT_THROW(ds.train_batch(42, 7, B, T, 6, 3), uoe::Error);
 }
 
 TEST(DatasetBatches, TrainStartsCoverTheWholeRange) {
