@@ -199,28 +199,42 @@ struct Layout {
 };
 
 uint64_t nbytes_of(const Tensor& t) { return uint64_t(t.numel()) * t.itemsize(); }
+uint64_t nbytes_of(const DeferredTensor& t) { return uint64_t(shape_numel(t.shape)) * dtype_size(t.dtype); }
+
+DeferredTensors deferred(const std::vector<Named>& tensors) {
+  for (const Named& nt : tensors)
+    UOE_CHECK(nt.tensor.defined(), "[safetensors] serialize: tensor ", quoted(nt.name), " is undefined");
+  DeferredTensors out;
+  for (const Named& nt : tensors)
+    out.push_back({nt.name, nt.tensor.dtype(), nt.tensor.shape(), [t = nt.tensor] { return t; }});
+  return out;
+}
+
+// Buffer order: largest element size first (stable), so every tensor is aligned to its element size.
+std::vector<size_t> buffer_order(const DeferredTensors& tensors) {
+  std::vector<size_t> order(tensors.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return dtype_size(tensors[a].dtype) > dtype_size(tensors[b].dtype); });
+  return order;
+}
 
 // Checks the names and lays the tensors out, from their dtypes and shapes alone (no data is read).
-Layout plan(const std::vector<Named>& tensors, const std::map<std::string, std::string>& metadata) {
+Layout plan(const DeferredTensors& tensors, const std::map<std::string, std::string>& metadata) {
   std::set<std::string> seen;
-  for (const Named& nt : tensors) {
+  for (const DeferredTensor& nt : tensors) {
     UOE_CHECK(!nt.name.empty(), "[safetensors] serialize: a tensor has an empty name");
     UOE_CHECK(nt.name != "__metadata__", "[safetensors] serialize: \"__metadata__\" cannot name a tensor");
     UOE_CHECK(seen.insert(nt.name).second, "[safetensors] serialize: duplicate tensor name ", quoted(nt.name));
-    UOE_CHECK(nt.tensor.defined(), "[safetensors] serialize: tensor ", quoted(nt.name), " is undefined");
   }
 
-  // Buffer order: largest element size first (stable), so every tensor is aligned to its element size.
   Layout l;
-  l.order.resize(tensors.size());
-  std::iota(l.order.begin(), l.order.end(), size_t(0));
-  std::stable_sort(l.order.begin(), l.order.end(),
-                   [&](size_t a, size_t b) { return tensors[a].tensor.itemsize() > tensors[b].tensor.itemsize(); });
+  l.order = buffer_order(tensors);
   std::vector<uint64_t> begin(tensors.size());
   uint64_t total = 0;
   for (size_t i : l.order) {
     begin[i] = total;
-    total += nbytes_of(tensors[i].tensor);
+    total += nbytes_of(tensors[i]);
   }
 
   json::Value root = json::Value::object();
@@ -231,11 +245,11 @@ Layout plan(const std::vector<Named>& tensors, const std::map<std::string, std::
   for (const auto& [k, v] : metadata)
     if (k != "format") meta[k] = v;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const Tensor& t = tensors[i].tensor;
+    const DeferredTensor& t = tensors[i];
     json::Value entry = json::Value::object();
-    entry["dtype"] = st_dtype_name(t.dtype());
+    entry["dtype"] = st_dtype_name(t.dtype);
     json::Value shape = json::Value::array();
-    for (int64_t d : t.shape()) shape.push_back(d);
+    for (int64_t d : t.shape) shape.push_back(d);
     entry["shape"] = std::move(shape);
     json::Value offsets = json::Value::array();
     offsets.push_back(begin[i]);
@@ -253,17 +267,26 @@ Layout plan(const std::vector<Named>& tensors, const std::map<std::string, std::
   return l;
 }
 
-// The file's bytes in order: header length, header, then each tensor as a contiguous CPU copy made when its
-// turn comes, so at most one tensor is copied at a time.
-void write_file(const std::vector<Named>& tensors, const Layout& l, const ByteSink& sink) {
+// Tensor i produced, as a contiguous CPU tensor of its declared dtype and shape.
+Tensor produce(const DeferredTensor& d) {
+  Tensor t = d.produce();
+  UOE_CHECK(t.defined() && t.dtype() == d.dtype && t.shape() == d.shape, "[safetensors] tensor ", quoted(d.name),
+            " was declared ", dtype_name(d.dtype), shape_str(d.shape), " but produced ",
+            t.defined() ? dtype_name(t.dtype()) + shape_str(t.shape()) : std::string("an undefined tensor"));
+  t = t.detach();
+  if (!t.is_cpu()) t = t.to(Device::cpu());
+  return t.contiguous();
+}
+
+// The file's bytes in order: header length, header, then each tensor, produced and copied to the CPU when its
+// turn comes, so at most one tensor is held at a time.
+void write_file(const DeferredTensors& tensors, const Layout& l, const ByteSink& sink) {
   unsigned char prefix[8];
   for (int i = 0; i < 8; ++i) prefix[i] = (uint64_t(l.header.size()) >> (8 * i)) & 0xFF;
   sink(prefix, 8);
   sink(l.header.data(), l.header.size());
   for (size_t i : l.order) {
-    Tensor t = tensors[i].tensor.detach();
-    if (!t.is_cpu()) t = t.to(Device::cpu());
-    t = t.contiguous();
+    const Tensor t = produce(tensors[i]);
     if (t.numel()) sink(t.raw_data(), size_t(nbytes_of(t)));
   }
 }
@@ -271,14 +294,25 @@ void write_file(const std::vector<Named>& tensors, const Layout& l, const ByteSi
 }  // namespace
 
 std::string serialize(const std::vector<Named>& tensors, const std::map<std::string, std::string>& metadata) {
-  const Layout l = plan(tensors, metadata);
+  const DeferredTensors d = deferred(tensors);
+  const Layout l = plan(d, metadata);
   std::string out;
   out.reserve(size_t(l.file_size));
-  write_file(tensors, l, [&](const void* data, size_t size) { out.append(static_cast<const char*>(data), size); });
+  write_file(d, l, [&](const void* data, size_t size) { out.append(static_cast<const char*>(data), size); });
   return out;
 }
 
 void save(const std::string& path, const std::vector<Named>& tensors, const std::map<std::string, std::string>& metadata) {
+  DeferredTensors d;
+  try {
+    d = deferred(tensors);
+  } catch (const Error& err) {
+    fail("[safetensors] cannot save '", path, "': ", err.what());
+  }
+  save(path, d, metadata);
+}
+
+void save(const std::string& path, const DeferredTensors& tensors, const std::map<std::string, std::string>& metadata) {
   Layout l;
   try {
     l = plan(tensors, metadata);
@@ -286,6 +320,10 @@ void save(const std::string& path, const std::vector<Named>& tensors, const std:
     fail("[safetensors] cannot save '", path, "': ", err.what());
   }
   write_file_atomic(path, [&](const ByteSink& sink) { write_file(tensors, l, sink); });
+}
+
+void produce_in_save_order(const DeferredTensors& tensors) {
+  for (size_t i : buffer_order(tensors)) produce(tensors[i]);
 }
 
 File deserialize(const std::string& bytes, const std::string& source) {

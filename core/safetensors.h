@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/deferred_tensor.h"
 #include "core/tensor.h"
 
 namespace uoe::safetensors {
@@ -29,6 +30,13 @@ std::string serialize(const std::vector<Named>& tensors, const std::map<std::str
 // contiguous), and the file is never held in memory whole.
 void save(const std::string& path, const std::vector<Named>& tensors,
           const std::map<std::string, std::string>& metadata = {});
+// save() of deferred tensors: the header comes from their declared dtypes and shapes; each is produced when its
+// turn in the buffer comes (and must match its declaration), so one is held at a time.
+void save(const std::string& path, const DeferredTensors& tensors,
+          const std::map<std::string, std::string>& metadata = {});
+// What a rank that does not write does meanwhile: produces every tensor in the order save() does, dropping each
+// (producers that gather across ranks are then called in the same order on every rank).
+void produce_in_save_order(const DeferredTensors& tensors);
 
 struct File {
   std::vector<Named> tensors;  // CPU, contiguous, in header order

@@ -10,12 +10,6 @@
 namespace uoe::nn {
 namespace {
 
-std::vector<safetensors::Named> as_named(const NamedTensors& tensors) {
-  std::vector<safetensors::Named> out;
-  for (const auto& [name, t] : tensors) out.push_back({name, t});
-  return out;
-}
-
 std::map<std::string, Tensor> as_map(const safetensors::File& f) {
   std::map<std::string, Tensor> out;
   for (const auto& n : f.tensors) out[n.name] = n.tensor;
@@ -47,9 +41,20 @@ NamedTensors model_tensors(const Module& model) {
 
 void save_checkpoint(const std::string& dir, const NamedTensors& model, const ModelConfig& config,
                      const NamedTensors& optimizer_state, const json::Value& trainer_state, const Tokenizer& tokenizer) {
+  save_checkpoint(true, dir, defer(model), config, defer(optimizer_state), trainer_state, tokenizer);
+}
+
+void save_checkpoint(bool writer, const std::string& dir, const DeferredTensors& model, const ModelConfig& config,
+                     const DeferredTensors& optimizer_state, const json::Value& trainer_state,
+                     const Tokenizer& tokenizer) {
+  if (!writer) {
+    safetensors::produce_in_save_order(model);
+    safetensors::produce_in_save_order(optimizer_state);
+    return;
+  }
   write_directory_atomic(dir, [&](const std::string& tmp) {
-    safetensors::save(tmp + "/model.safetensors", as_named(model), {{"model", config.name}});
-    if (!optimizer_state.empty()) safetensors::save(tmp + "/optimizer.safetensors", as_named(optimizer_state));
+    safetensors::save(tmp + "/model.safetensors", model, {{"model", config.name}});
+    if (!optimizer_state.empty()) safetensors::save(tmp + "/optimizer.safetensors", optimizer_state);
     write_file_atomic(tmp + "/config.json", to_json(config).dump(2) + "\n");
     write_file_atomic(tmp + "/trainer_state.json", trainer_state.dump(2) + "\n");
     write_file_atomic(tmp + "/tokenizer.json", tokenizer.to_json().dump() + "\n");

@@ -19,6 +19,12 @@ void save_checkpoint(const std::string& dir, const Module& model, const ModelCon
 // collective); no optimiser file when the state is empty.
 void save_checkpoint(const std::string& dir, const NamedTensors& model, const ModelConfig& config,
                      const NamedTensors& optimizer_state, const json::Value& trainer_state, const Tokenizer& tokenizer);
+// The same, collectively: every rank of a run calls it with the same deferred tensors (e.g. gathered across the
+// ranks when produced, one at a time); the `writer` rank writes the checkpoint, the others produce each tensor
+// in the same order and drop it.
+void save_checkpoint(bool writer, const std::string& dir, const DeferredTensors& model, const ModelConfig& config,
+                     const DeferredTensors& optimizer_state, const json::Value& trainer_state,
+                     const Tokenizer& tokenizer);
 // A module's parameters and buffers, as a checkpoint stores them.
 NamedTensors model_tensors(const Module& model);
 

@@ -33,14 +33,19 @@ std::map<std::string, Tensor> ExpertSharding::slice(const std::map<std::string, 
   return out;
 }
 
-NamedTensors ExpertSharding::gather(const NamedTensors& local) const {
-  NamedTensors out;
-  for (const auto& [key, t] : local) {
-    if (!sharded(key)) {
-      out.emplace_back(key, t);
+DeferredTensors ExpertSharding::gather(const DeferredTensors& local) const {
+  DeferredTensors out;
+  for (const DeferredTensor& t : local) {
+    if (!sharded(t.name)) {
+      out.push_back(t);
       continue;
     }
-    out.emplace_back(key, all_gather_rows(t.detach(), *group_));  // detached: nothing recorded
+    Shape full = t.shape;
+    full[0] *= group_->size();
+    Communicator* group = group_;
+    out.push_back({t.name, t.dtype, full, [slice = t.produce, group] {
+                     return all_gather_rows(slice().detach(), *group);  // detached: nothing recorded
+                   }});
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/communicator.h"
+#include "core/deferred_tensor.h"
 #include "nn/module.h"
 #include "nn/transformer.h"
 
@@ -22,8 +23,9 @@ class ExpertSharding {
   bool sharded(const std::string& key) const;
   // Full tensors (a checkpoint) -> this rank's rows of the sharded ones; the others as they are.
   std::map<std::string, Tensor> slice(const std::map<std::string, Tensor>& full) const;
-  // This rank's rows -> the full tensors, gathered over the group (collective: every rank of it calls it).
-  NamedTensors gather(const NamedTensors& local) const;
+  // This rank's rows -> the full tensors, each gathered over the group when it is produced (collective: every
+  // rank of the group produces the same tensors in the same order).
+  DeferredTensors gather(const DeferredTensors& local) const;
 
  private:
   Communicator* group_ = nullptr;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/communicator.h"
+#include "core/deferred_tensor.h"
 #include "nn/module.h"
 
 namespace uoe::nn {
@@ -20,6 +21,9 @@ class Optimizer {
   // Optimiser state by "<param name>.<slot>" (float32, also for bfloat16 parameters), plus "step" as a 0-d
   // int64 tensor.
   virtual NamedTensors state() const = 0;
+  // state() as a checkpoint writes it, one tensor at a time: a sharded optimiser gathers each entry only when it
+  // is produced (collective, in the same order on every rank).
+  virtual DeferredTensors checkpoint_state() const { return defer(state()); }
   virtual void load_state(const std::map<std::string, Tensor>& state) = 0;
   int64_t steps() const { return steps_; }
 

@@ -265,9 +265,11 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     return s;
   };
   auto save = [&](int64_t step) {
-    // Every rank: gathering ZeRO's row shards, then the expert slices, is collective. Checkpoints hold whole tensors.
-    const NamedTensors opt_state = shards.gather(opt->state()), tensors = shards.gather(model_tensors(model));
-    if (lead) save_checkpoint(ckpt_dir, tensors, config, opt_state, state_json(step), tokenizer);
+    // Checkpoints hold whole tensors: ZeRO's row shards, then the expert slices, are gathered over the ranks one
+    // tensor at a time as rank 0 writes them (every rank takes part, in the same order), so no rank ever holds the
+    // whole optimiser state or every expert.
+    save_checkpoint(lead, ckpt_dir, shards.gather(defer(model_tensors(model))), config,
+                    shards.gather(opt->checkpoint_state()), state_json(step), tokenizer);
   };
 
   // Data parallel: this rank's rows of every batch, and gradients averaged over the global batch.

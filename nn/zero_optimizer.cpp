@@ -52,10 +52,12 @@ void ZeroOptimizer::step(double lr) {
   for (Shard& s : shards_) s.comm->all_gather(s.mine, s.rows, s.counts);
 }
 
-NamedTensors ZeroOptimizer::state() const {
+NamedTensors ZeroOptimizer::state() const { return materialize(checkpoint_state()); }
+
+DeferredTensors ZeroOptimizer::checkpoint_state() const {
   const NamedTensors parts = inner_->state();
   const std::map<std::string, Tensor> by_name(parts.begin(), parts.end());
-  NamedTensors out;
+  DeferredTensors out;
   for (const Shard& s : shards_) {
     // optimiser state is float32 whatever the parameter's dtype (nn/optim.h)
     const TensorOptions like = TensorOptions{}.with_dtype(DType::Float32).with_device(s.param.device());
@@ -64,12 +66,15 @@ NamedTensors ZeroOptimizer::state() const {
       Shape empty_rows = s.rows.shape();
       empty_rows[0] = 0;
       const Tensor part = s.mine.size(0) > 0 ? by_name.at(key) : empty(empty_rows, like);
-      const Tensor full = empty(s.rows.shape(), like);
-      s.comm->all_gather(part, full, s.counts);
-      out.emplace_back(key, full.view(s.param.shape()));
+      out.push_back({key, DType::Float32, s.param.shape(), [part, like, s] {
+                       const Tensor full = empty(s.rows.shape(), like);
+                       s.comm->all_gather(part, full, s.counts);
+                       return full.view(s.param.shape());
+                     }});
     }
   }
-  out.emplace_back("step", by_name.at("step"));
+  const Tensor step = by_name.at("step");
+  out.push_back({"step", step.dtype(), step.shape(), [step] { return step; }});
   return out;
 }
 

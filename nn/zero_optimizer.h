@@ -18,7 +18,8 @@ namespace uoe::nn {
 // optimiser's step on every rank, with its state memory divided by the number of ranks.
 //
 // state() is collective (every rank must call it): it gathers the full, unsharded state under the inner
-// optimiser's names and shapes ("<param>.exp_avg", ..., "step"). load_state() takes such a full state and keeps
+// optimiser's names and shapes ("<param>.exp_avg", ..., "step"); checkpoint_state() gathers each entry only when
+// it is produced. load_state() takes such a full state and keeps
 // this rank's rows, so state saved at N ranks loads at any M, with or without ZeRO.
 //
 // With expert parallelism a parameter may be shared by fewer ranks (an expert shard is held by one rank of each
@@ -32,6 +33,7 @@ class ZeroOptimizer : public Optimizer {
   ZeroOptimizer(const NamedTensors& params, const GroupOf& group_of, const Factory& make_inner);
   void step(double lr) override;
   NamedTensors state() const override;
+  DeferredTensors checkpoint_state() const override;
   void load_state(const std::map<std::string, Tensor>& state) override;
 
  private:

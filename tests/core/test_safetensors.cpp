@@ -112,6 +112,38 @@ TEST(Safetensors, SaveAndLoadAFile) {
   fs::remove_all(dir);
 }
 
+// Deferred tensors are produced one at a time, in buffer order (the order produce_in_save_order follows too),
+// and the file is the one their tensors give; a producer that breaks its declaration is named.
+TEST(Safetensors, DeferredTensorsAreProducedInBufferOrder) {
+  const std::string dir = ::testing::TempDir() + "uoe_st_deferred_" + std::to_string(::getpid());
+  fs::create_directories(dir);
+  const std::string path = dir + "/state.safetensors";
+  std::mt19937_64 rng(5);
+  const std::vector<Named> tensors = {{"a", random_bits(DType::BFloat16, {4, 8}, rng)},
+                                      {"b", random_bits(DType::Float64, {3}, rng)},
+                                      {"c", random_bits(DType::Float32, {2, 5}, rng)}};
+  std::vector<std::string> produced;
+  DeferredTensors deferred;
+  for (const Named& nt : tensors)
+    deferred.push_back({nt.name, nt.tensor.dtype(), nt.tensor.shape(), [&produced, nt] {
+                          produced.push_back(nt.name);
+                          return nt.tensor;
+                        }});
+  save(path, deferred);
+  EXPECT_EQ(produced, (std::vector<std::string>{"b", "c", "a"}));  // 8-, 4-, then 2-byte elements
+  EXPECT_EQ(read_file_bytes(path), serialize(tensors));
+  produced.clear();
+  produce_in_save_order(deferred);
+  EXPECT_EQ(produced, (std::vector<std::string>{"b", "c", "a"}));
+
+  deferred[2].shape = {4, 9};
+  const std::string error = error_of([&] { save(path, deferred); });
+  EXPECT_NE(error.find("tensor 'c' was declared float32[4, 9] but produced float32[2, 5]"), std::string::npos)
+      << error;
+  EXPECT_EQ(read_file_bytes(path), serialize(tensors)) << "a failed save keeps the previous file";
+  fs::remove_all(dir);
+}
+
 TEST(Safetensors, NonContiguousAndForeignDeviceInputsAreWrittenAsContiguousCopies) {
   const Tensor a = arange(0, 24).reshape({2, 3, 4});
   const Tensor t = a.transpose(0, 2);                      // [4, 3, 2], non-contiguous
