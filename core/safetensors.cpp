@@ -2,6 +2,7 @@
 #include "core/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <set>
 #include <system_error>
@@ -17,6 +19,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "core/storage.h"
 
 namespace uoe::safetensors {
 
@@ -155,8 +158,26 @@ Header parse_header(const std::string& text, uint64_t buffer_size, const std::st
   return h;
 }
 
-// Decodes a file of `file_size` bytes whose bytes come from `read_at(offset, n, dst)`.
-File decode(uint64_t file_size, const std::function<void(uint64_t, size_t, void*)>& read_at, const std::string& src) {
+// A whole file mapped copy-on-write (its pages are read when first touched), unmapped when the last tensor that
+// views it dies.
+struct Mapping {
+  void* base = MAP_FAILED;
+  size_t size = 0;
+  Mapping(int fd, size_t bytes) : size(bytes) {
+    if (bytes > 0) base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  }
+  ~Mapping() {
+    if (base != MAP_FAILED) ::munmap(base, size);
+  }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  bool ok() const { return base != MAP_FAILED; }
+};
+
+// Decodes a file of `file_size` bytes whose bytes come from `read_at(offset, n, dst)`. With a mapping of the
+// file, the tensors are views of it instead of copies.
+File decode(uint64_t file_size, const std::function<void(uint64_t, size_t, void*)>& read_at, const std::string& src,
+            const std::shared_ptr<Mapping>& mapping = nullptr) {
   UOE_CHECK(file_size >= 8, "[safetensors] ", src, ": the file has ", file_size,
             " bytes, too few for the 8-byte header length (truncated or not a safetensors file)");
   unsigned char prefix[8];
@@ -177,9 +198,16 @@ File decode(uint64_t file_size, const std::function<void(uint64_t, size_t, void*
   f.metadata = std::move(h.metadata);
   f.tensors.reserve(h.entries.size());
   for (const Entry& e : h.entries) {
-    Tensor t = empty(e.shape, TensorOptions{}.with_dtype(e.dtype));
     const size_t nbytes = size_t(e.end - e.begin);
-    if (nbytes) read_at(data_start + e.begin, nbytes, t.raw_data());
+    Tensor t;
+    if (mapping) {
+      void* data = static_cast<char*>(mapping->base) + data_start + e.begin;
+      t = make_tensor(std::make_shared<Storage>(data, nbytes, Device::cpu(), [mapping] {}), e.shape,
+                      contiguous_strides(e.shape), 0, e.dtype);
+    } else {
+      t = empty(e.shape, TensorOptions{}.with_dtype(e.dtype));
+      if (nbytes) read_at(data_start + e.begin, nbytes, t.raw_data());
+    }
     if (e.dtype == DType::Bool) {
       const auto* b = static_cast<const unsigned char*>(t.raw_data());
       for (size_t i = 0; i < nbytes; ++i)
@@ -353,7 +381,8 @@ File load(const std::string& path) {
       n -= size_t(r);
     }
   };
-  return decode(uint64_t(st.st_size), read_at, path);
+  auto mapping = std::make_shared<Mapping>(fd, size_t(st.st_size));
+  return decode(uint64_t(st.st_size), read_at, path, mapping->ok() ? mapping : nullptr);
 }
 
 const Tensor& File::get(const std::string& name) const {

@@ -50,8 +50,10 @@ struct File {
 // Reads and validates a file: header length against the file size, the header JSON, dtype
 // strings, shapes (non-negative, numel * itemsize == end - begin), offsets within the buffer,
 // tensors covering the buffer exactly without overlap or gap, unique names, BOOL bytes 0 or 1.
-// Every error names the file and the tensor or field. Tensor data is read straight into the
-// tensors (no second copy of the file in memory).
+// Every error names the file and the tensor or field. The tensors are views of the file mapped copy-on-write:
+// a page is read when first touched, so a reader that keeps a few rows of a tensor (a data-parallel rank's
+// shard) reads only those, and ranks on one node share the page cache. Where the file cannot be mapped, the
+// tensors are read into memory.
 File load(const std::string& path);
 // The same checks on bytes held in memory; `source` names them in errors.
 File deserialize(const std::string& bytes, const std::string& source);

@@ -1,8 +1,10 @@
-// Storage: one owned, device-resident byte buffer shared by a tensor and its views.
+// Storage: one device-resident byte buffer shared by a tensor and its views, from the device's allocator (or
+// memory released by its owner's callback, such as a mapped file).
 #pragma once
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "core/allocator.h"
@@ -13,6 +15,8 @@ namespace uoe {
 class Storage {
  public:
   Storage(size_t nbytes, Device device);
+  // Memory the allocator did not give (e.g. part of a mapped file): `release` runs when the storage dies.
+  Storage(void* data, size_t nbytes, Device device, std::function<void()> release);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -28,6 +32,7 @@ class Storage {
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
+  std::function<void()> release_;  // set for memory the allocator did not give
   std::atomic<uint64_t> version_{0};
 };
 

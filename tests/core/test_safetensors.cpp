@@ -144,6 +144,26 @@ TEST(Safetensors, DeferredTensorsAreProducedInBufferOrder) {
   fs::remove_all(dir);
 }
 
+// Loaded tensors view the file mapped copy-on-write: writing one changes neither the file nor a later load, and
+// they stay valid after the file is replaced and removed.
+TEST(Safetensors, LoadedTensorsAreCopyOnWriteViewsThatOutliveTheFile) {
+  const std::string dir = ::testing::TempDir() + "uoe_st_mapped_" + std::to_string(::getpid());
+  fs::create_directories(dir);
+  const std::string path = dir + "/w.safetensors";
+  std::mt19937_64 rng(9);
+  const Tensor w = random_bits(DType::Float32, {64, 1024}, rng);
+  save(path, {{"w", w}});
+  const File first = load(path);
+  Tensor(first.get("w")).fill_(0.0);
+  EXPECT_EQ(bytes_of(load(path).get("w")), bytes_of(w)) << "the write reached the file";
+  const File second = load(path);
+  save(path, {{"w", zeros({2})}});
+  fs::remove(path);
+  EXPECT_EQ(bytes_of(second.get("w")), bytes_of(w));
+  EXPECT_EQ(first.get("w").to_vector<float>(), std::vector<float>(64 * 1024, 0.0f));
+  fs::remove_all(dir);
+}
+
 TEST(Safetensors, NonContiguousAndForeignDeviceInputsAreWrittenAsContiguousCopies) {
   const Tensor a = arange(0, 24).reshape({2, 3, 4});
   const Tensor t = a.transpose(0, 2);                      // [4, 3, 2], non-contiguous
