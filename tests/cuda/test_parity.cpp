@@ -150,6 +150,23 @@ std::vector<ParityCase> cases() {
                [](const Inputs& x) {
                  return ops::expert_ffn(x[0], route_indices(x[0], 45, 2, 4, true), x[1], x[2], x[3], x[4], 0, 24, x[5]);
                }});
+  // ---- empty and large cases: zero-size launches, long rows, many experts of which some get no token
+  c.push_back({"attention_empty_sequence", {{2, 4, 0, 64}, {2, 4, 0, 64}, {2, 4, 0, 64}},
+               [](const Inputs& x) { return ops::scaled_dot_product_attention(x[0], x[1], x[2], true); }});
+  c.push_back({"topk_k0", {{16, 40}}, [](const Inputs& x) { return ops::topk(x[0], 0, 1).first; }});
+  c.push_back({"topk_k100_rows_2000", {{4, 2000}}, [](const Inputs& x) { return ops::topk(x[0], 100, 1).first; }});
+  c.push_back({"index_select_empty", {{30, 12}}, [](const Inputs& x) { return ops::index_select(x[0], 0, ids(x[0], {}, {0})); }});
+  c.push_back({"gather_empty", {{8, 20}}, [](const Inputs& x) { return ops::gather(x[0], 1, ids(x[0], {}, {8, 0})); }});
+  c.push_back({"scatter_add_empty", {{8, 20}, {8, 0}},
+               [](const Inputs& x) { return ops::scatter_add(x[0], 1, ids(x[0], {}, {8, 0}), x[1]); }});
+  c.push_back({"topk_route_no_tokens", {{0, 8}}, [](const Inputs& x) { return ops::topk_route(x[0], 2, RouteWeights::TopKSoftmax).weights; }});
+  c.push_back({"expert_ffn_no_tokens", {{0, 16}, {0, 2}, {4, 16, 24}, {4, 16, 24}, {4, 24, 16}}, [](const Inputs& x) {
+                 return ops::expert_ffn(x[0], ids(x[0], {}, {0, 2}), x[1], x[2], x[3], x[4], 0, 24);
+               }});
+  c.push_back({"expert_ffn_64_experts_top8", {{20, 32}, {20, 8}, {64, 32, 48}, {64, 32, 48}, {64, 48, 32}},
+               [](const Inputs& x) {  // 3b-uoe's routing shape: most experts get a few tokens, some none
+                 return ops::expert_ffn(x[0], route_indices(x[0], 20, 8, 64, true), x[1], x[2], x[3], x[4], 0, 48);
+               }});
   return c;
 }
 
