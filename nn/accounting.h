@@ -24,7 +24,8 @@ struct MemoryOptions {
                                           // parameter's .grad is held through the forward and backward
 };
 
-// Bytes held at the peak of a training step (forward, backward, clipping, optimiser step), by what holds them.
+// Bytes held at the peak of a training step (forward, backward, clipping, optimiser step), by what holds them: the
+// tensor allocator's peak (the process's resident memory adds the allocator's cached free blocks and the runtime).
 struct MemoryEstimate {
   double parameters = 0;
   double gradients = 0;      // .grad of the parameters (those computed when the peak is reached)

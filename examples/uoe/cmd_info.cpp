@@ -46,7 +46,8 @@ int cmd_info(const std::vector<std::string>& argv) {
   std::printf("%s: %ld layers, d_model %ld, %ld heads (%ld kv), context %ld, vocab %ld\n", base.name.c_str(),
               long(base.n_layers), long(base.d_model), long(base.n_heads), long(base.n_kv_heads), long(base.context),
               long(base.vocab_size));
-  std::printf("train memory: batch %ld x seq %ld per process, %s compute%s%s, AdamW", long(mem.batch), long(mem.seq),
+  std::printf("train memory (tensor allocator peak): batch %ld x seq %ld per process, %s compute%s%s, AdamW",
+              long(mem.batch), long(mem.seq),
               mem.compute == DType::BFloat16 ? "bf16" : "f32", mem.storage == DType::BFloat16 ? ", bf16 parameters" : "",
               mem.checkpoint_activations ? ", activation checkpointing" : "");
   if (mem.ranks > 1) std::printf(", %ld ranks%s", long(mem.ranks), mem.zero1 ? " (ZeRO-1)" : "");

@@ -23,7 +23,7 @@ const char* kUsage =
     "          [--threads N] [--device cpu|cuda|cuda:N] [--dtype f32|bf16]\n"
     "  info    --config <preset|file.json> [--batch B] [--seq T] [--dtype f32|bf16] [--param-dtype f32|bf16]\n"
     "          [--checkpoint-activations] [--ranks N] [--zero1] [--expert-parallel E] [--grad-accum N]\n"
-    "          (memory per process)\n"
+    "          (the tensor allocator's peak per process)\n"
     "  prepare --data <text> --out <tokens.bin> [--tokenizer byte|bpe:V|file.json] [--tokenizer-out tok.json]\n"
     "  compare --data <text> --out <dir> [--archs dense,moe,aoe,uoe] [--minutes M] [--seeds S] [--steps N]\n"
     "          [--batch B] [--seq T] [--lr X] [--eval-every N] [--eval-batches N] [--threads N] [--jobs J]\n"
