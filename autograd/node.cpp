@@ -11,6 +11,25 @@ namespace {
 std::atomic<uint64_t> g_seq{0};
 }
 
+Node::~Node() {
+  // Nodes only this one keeps alive are moved here and released in a loop, their own edges taken first, so no
+  // destructor recurses; shared ones just lose a reference. Edges are checked one at a time so that a node listed
+  // twice (x + x) is taken at its last reference.
+  std::vector<std::shared_ptr<Node>> orphans;
+  auto take = [&orphans](std::vector<std::shared_ptr<Node>>& edges) {
+    for (std::shared_ptr<Node>& e : edges) {
+      if (e.use_count() == 1) orphans.push_back(std::move(e));
+      else e.reset();
+    }
+  };
+  take(next);
+  while (!orphans.empty()) {
+    std::shared_ptr<Node> n = std::move(orphans.back());
+    orphans.pop_back();
+    take(n->next);
+  }
+}
+
 void Node::save(std::initializer_list<Tensor> tensors) {
   for (const Tensor& t : tensors) {
     if (!t.defined()) {

@@ -282,6 +282,7 @@ MemoryEstimate estimate_training_memory(const ModelConfig& config, const MemoryO
   const int64_t E = o.expert_parallel;
   UOE_CHECK(o.ranks >= 1 && E >= 1 && o.ranks % E == 0, "[estimate_training_memory] ranks (", o.ranks,
             ") and expert_parallel (", E, ") must be >= 1, expert_parallel dividing ranks");
+  UOE_CHECK(o.grad_accum >= 1, "[estimate_training_memory] grad_accum must be >= 1, got ", o.grad_accum);
   UOE_CHECK(E == 1 || (c.ffn.kind != FfnKind::Dense && c.ffn.n_experts % E == 0), "[estimate_training_memory] ",
             "expert_parallel ", E, " must divide the experts of an expert FFN (", c.name, ")");
   const double p = float_bytes(o.storage, "storage"), cb = float_bytes(o.compute, "compute");
@@ -333,6 +334,10 @@ MemoryEstimate estimate_training_memory(const ModelConfig& config, const MemoryO
   }
   // the embedding's backward: its gradient scattered into a zero [V, d] and summed with the head's
   moments.push_back({"the embedding backward", grads, 0, 0, 2 * tensor_bytes(V * d, p)});
+  // Accumulating over micro-batches, the later ones run with the earlier ones' gradients held (adding a new
+  // gradient to .grad takes the transient that copying it there takes in the first)
+  if (o.grad_accum > 1)
+    for (Moment& m : moments) m.grads = grads;
   // (Gradient clipping and the optimiser step come after, with every gradient and nothing more: clip_grad_norm
   // reads each gradient in place, the optimiser updates in place.)
 

@@ -20,9 +20,12 @@ struct MemoryOptions {
   bool zero1 = false;                     // ZeRO-1: the optimiser state split across the ranks (an expert
                                           // slice's across the ranks that hold it, ranks / expert_parallel)
   int64_t expert_parallel = 1;            // each rank keeps n / expert_parallel experts of every layer
+  int64_t grad_accum = 1;                 // micro-batches per step (--grad-accum): from the second on, every
+                                          // parameter's .grad is held through the forward and backward
 };
 
-// Bytes held at the peak of a training step (forward, backward, clipping, optimiser step), by what holds them.
+// Bytes held at the peak of a training step (forward, backward, clipping, optimiser step), by what holds them: the
+// tensor allocator's peak (the process's resident memory adds the allocator's cached free blocks and the runtime).
 struct MemoryEstimate {
   double parameters = 0;
   double gradients = 0;      // .grad of the parameters (those computed when the peak is reached)

@@ -223,7 +223,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, const 
     sumsq += part.item<double>();
   }
   const double norm = std::sqrt(sumsq);
-  if (max_norm > 0 && norm > max_norm) {
+  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) {
     const double scale = max_norm / (norm + 1e-6);
     for (const std::vector<Tensor>* ps : {&params, &sharded})
       for (const Tensor& p : *ps) {

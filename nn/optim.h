@@ -65,7 +65,8 @@ class SGD : public Optimizer {
 double warmup_cosine_lr(int64_t step, int64_t warmup, int64_t total, double max_lr, double min_lr);
 
 // Scales every .grad so that the global L2 norm is at most max_norm (when max_norm > 0);
-// returns the norm before clipping. The sum of squares runs in a fixed order.
+// returns the norm before clipping. The sum of squares runs in a fixed order. A non-finite norm (an inf or NaN
+// gradient) leaves the gradients as they are, and the caller should skip the step (nn::train stops there).
 // With expert parallelism, `sharded` are the parameters each rank of `group` holds a different part of (expert
 // slices): their squares are summed over the group; `params` are the same on every rank and counted once.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, const std::vector<Tensor>& sharded = {},

@@ -65,15 +65,18 @@ KvCache LanguageModel::new_cache() const {
 Tensor LanguageModel::checkpointed(Block& block, const Tensor& x) const {
   // The block's output and its auxiliary loss (when it has one) leave the checkpoint together, so the loss's
   // gradient reaches the router through the recomputation too. The loss leaves only that way: the recomputation
-  // in backward must not leave its graph (and with it the block's input and gradient) in FfnStats.
+  // in backward must not leave its graph (and with it the block's input and gradient) in FfnStats; it puts back
+  // the forward's loss (set below) as a value, without the packed output buffer it is a view of, so that after
+  // backward FfnStats holds the loss as it does without checkpointing.
   const std::optional<DType> compute = compute_dtype;
   const std::vector<Tensor> out = checkpoint(
       [&block, compute](const Tensor& in) {
-        std::vector<Tensor> o = {block.forward(in, compute)};
         Tensor& aux = block.ffn->stats.aux_loss;
+        const Tensor forward_aux = aux.defined() ? aux.detach().clone() : Tensor();
+        std::vector<Tensor> o = {block.forward(in, compute)};
         if (aux.defined()) {
           o.push_back(aux.to(o[0].dtype()));
-          aux = Tensor();
+          aux = forward_aux;
         }
         return o;
       },

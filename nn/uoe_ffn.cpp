@@ -49,11 +49,13 @@ Tensor UoeFfn::forward(const Tensor& x) {
   // Dense part, every token, every expert: H = silu(x Ŵ_g^R) ⊙ (x Ŵ_p^R)   [T, n·r]
   const RoutingActivations act = routing_activations(x, routing.gate, routing.up, r, cfg.score);
   Tensor h = act.h, source = act.source;
-  if (vse_grad_hook) {  // separate aliases so each path's gradient is seen on its own
+  // Separate aliases so each path's gradient is seen on its own; none without a graph (no-grad, or the first forward
+  // of activation checkpointing, whose recomputation registers them)
+  if (vse_grad_hook && h.requires_grad()) {
     h = h.view(h.shape());
     h.register_hook(vse_grad_hook);
   }
-  if (score_grad_hook) {
+  if (score_grad_hook && source.requires_grad()) {
     source = source.view(source.shape());
     source.register_hook(score_grad_hook);
   }

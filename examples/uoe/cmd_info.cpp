@@ -29,13 +29,15 @@ nn::MemoryOptions memory_options(const Args& a, const nn::ModelConfig& c) {
   o.expert_parallel = a.integer("expert-parallel", 1);
   UOE_CHECK(o.expert_parallel >= 1 && o.ranks % o.expert_parallel == 0, "--expert-parallel ", o.expert_parallel,
             " must divide --ranks ", o.ranks);
+  o.grad_accum = a.integer("grad-accum", 1);
+  UOE_CHECK(o.grad_accum >= 1, "--grad-accum must be at least 1 (micro-batches per step), got ", o.grad_accum);
   return o;
 }
 
 }  // namespace
 
 int cmd_info(const std::vector<std::string>& argv) {
-  const Args a(argv, {"config", "batch", "seq", "dtype", "param-dtype", "ranks", "expert-parallel"},
+  const Args a(argv, {"config", "batch", "seq", "dtype", "param-dtype", "ranks", "expert-parallel", "grad-accum"},
                {"checkpoint-activations", "zero1"});
   nn::ModelConfig base = nn::load_model_config(a.required("config"));
   nn::resolve_defaults(base);
@@ -44,11 +46,13 @@ int cmd_info(const std::vector<std::string>& argv) {
   std::printf("%s: %ld layers, d_model %ld, %ld heads (%ld kv), context %ld, vocab %ld\n", base.name.c_str(),
               long(base.n_layers), long(base.d_model), long(base.n_heads), long(base.n_kv_heads), long(base.context),
               long(base.vocab_size));
-  std::printf("train memory: batch %ld x seq %ld per process, %s compute%s%s, AdamW", long(mem.batch), long(mem.seq),
+  std::printf("train memory (tensor allocator peak): batch %ld x seq %ld per process, %s compute%s%s, AdamW",
+              long(mem.batch), long(mem.seq),
               mem.compute == DType::BFloat16 ? "bf16" : "f32", mem.storage == DType::BFloat16 ? ", bf16 parameters" : "",
               mem.checkpoint_activations ? ", activation checkpointing" : "");
   if (mem.ranks > 1) std::printf(", %ld ranks%s", long(mem.ranks), mem.zero1 ? " (ZeRO-1)" : "");
   if (mem.expert_parallel > 1) std::printf(", experts split across %ld ranks", long(mem.expert_parallel));
+  if (mem.grad_accum > 1) std::printf(", %ld micro-batches per step", long(mem.grad_accum));
   std::printf("\n\n");
   std::printf("%-8s %14s %14s %16s %16s\n", "ffn", "total params", "active params", "FLOPs/token", "train memory");
   for (nn::FfnKind kind : {nn::FfnKind::Dense, nn::FfnKind::MoE, nn::FfnKind::AoE, nn::FfnKind::UoE}) {

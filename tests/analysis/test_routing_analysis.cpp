@@ -248,5 +248,36 @@ TEST(GradientPathsModel, EveryUoeLayerOfAModelIsSplit) {
                         {"gradient paths", "no UoE layer", "moe"});
 }
 
+TEST(GradientPathsModel, NoGradAndCheckpointedForwardsRunWithAProbe) {
+  // The probe's hooks go only on tensors with a graph: a no-grad forward runs, and with activation checkpointing
+  // (whose first forward runs without grad) the recomputation records the same paths.
+  nn::LanguageModel model(test::micro_config(nn::FfnKind::UoE));
+  std::vector<int64_t> ids(2 * 16), next(2 * 16);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int64_t(i * 37 % 251), next[i] = int64_t((i + 1) * 37 % 251);
+  const TensorOptions i64 = TensorOptions{}.with_dtype(DType::Int64);
+  const Tensor x = from_vector(ids, {2, 16}, i64), y = from_vector(next, {2, 16}, i64);
+  {
+    GradientPathProbe probe(*dynamic_cast<nn::UoeFfn*>(model.blocks[0]->ffn.get()));
+    NoGradGuard no_grad;
+    EXPECT_TRUE(std::isfinite(model.loss(x, y).item<float>()));
+  }
+  const auto plain = routing_gradient_paths(model, x, y);
+  model.checkpoint_activations = true;
+  const auto checkpointed = routing_gradient_paths(model, x, y);
+  ASSERT_EQ(checkpointed.size(), plain.size());
+  auto expect_same = [](const Tensor& a, const Tensor& b) {
+    const double scale = max_abs_diff(a, zeros_like(a));
+    EXPECT_GT(scale, 0);
+    EXPECT_LE(max_abs_diff(a, b), 1e-5 * scale);
+  };
+  for (size_t i = 0; i < plain.size(); ++i) {
+    expect_same(plain[i].vse_gate, checkpointed[i].vse_gate);
+    expect_same(plain[i].vse_up, checkpointed[i].vse_up);
+    expect_same(plain[i].score_gate, checkpointed[i].score_gate);
+    expect_same(plain[i].score_up, checkpointed[i].score_up);
+    expect_same(plain[i].full_gate, checkpointed[i].full_gate);
+  }
+}
+
 }  // namespace
 }  // namespace uoe::analysis

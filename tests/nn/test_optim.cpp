@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "core/allocator.h"
 #include "core/error.h"
@@ -71,6 +72,23 @@ TEST(Optim, ClipGradNormScalesToTheLimit) {
   EXPECT_NEAR(clip_grad_norm(m.parameters(), 1.0), 5.0, 1e-9);
   EXPECT_NEAR(m.b.grad().to_vector<float>()[1], 0.8, 1e-5);
   EXPECT_NEAR(clip_grad_norm(m.parameters(), 0.0), 1.0, 1e-5);  // 0: measure only
+}
+
+TEST(Optim, ClipGradNormLeavesGradientsAsTheyAreWhenTheNormIsNotFinite) {
+  // An inf (or NaN) norm is returned for the caller to refuse the step; scaling by max_norm / inf would zero the
+  // finite gradients and turn the inf ones into NaN.
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (float bad : {inf, nan}) {
+    Toy m;
+    m.w.set_grad(from_vector<float>({3.0f, bad, 0.0f, 0.0f}, {2, 2}));
+    m.b.set_grad(from_vector<float>({0.0f, 4.0f}, {2}));
+    const double norm = clip_grad_norm(m.parameters(), 1.0);
+    EXPECT_FALSE(std::isfinite(norm)) << bad;
+    const std::vector<float> w = m.w.grad().to_vector<float>();
+    EXPECT_EQ(w[0], 3.0f) << bad;
+    EXPECT_TRUE(w[1] == bad || (std::isnan(w[1]) && std::isnan(bad))) << w[1] << " for " << bad;
+    EXPECT_EQ(m.b.grad().to_vector<float>(), (std::vector<float>{0.0f, 4.0f})) << bad;
+  }
 }
 
 TEST(Optim, ClipGradNormReadsEveryDtypeAndStridedGradientsInPlace) {
