@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/utf8.h"
 
 namespace uoe::analysis {
 namespace {
@@ -213,7 +214,21 @@ const std::string& palette_colour(size_t index) {
 std::string escape_xml(const std::string& s) {
   std::string out;
   out.reserve(s.size());
-  for (char c : s) {
+  for (size_t i = 0; i < s.size();) {
+    const size_t len = utf8_length(s, i);
+    // U+FFFE and U+FFFF are valid UTF-8 but, like malformed bytes, not characters XML 1.0 allows
+    const bool nonchar = len == 3 && s.compare(i, 2, "\xEF\xBF") == 0 && static_cast<unsigned char>(s[i + 2]) >= 0xBE;
+    if (len == 0 || nonchar) {
+      out += "\xEF\xBF\xBD";  // U+FFFD
+      i += std::max<size_t>(len, 1);
+      continue;
+    }
+    if (len > 1) {
+      out.append(s, i, len);
+      i += len;
+      continue;
+    }
+    const char c = s[i++];
     const char* entity = c == '<'    ? "&lt;"
                          : c == '>'  ? "&gt;"
                          : c == '&'  ? "&amp;"

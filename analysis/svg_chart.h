@@ -41,7 +41,8 @@ std::string heatmap_svg(const std::string& title, const std::string& x_label, co
 // The categorical palette the charts use (also for colouring text by expert in reports).
 const std::string& palette_colour(size_t index);
 
-// Text with <, >, &, " and ' escaped for XML/HTML.
+// Text with <, >, &, " and ' escaped for XML/HTML. Bytes that are not valid UTF-8, and U+FFFE and U+FFFF,
+// become U+FFFD; control characters other than tab, LF and CR are dropped (XML 1.0 allows none of them).
 std::string escape_xml(const std::string& s);
 
 }  // namespace uoe::analysis

@@ -187,6 +187,16 @@ TEST(SvgChart, DegenerateDataGiveValidChartsWithoutNaN) {
   checked(heatmap_svg("Bounds missing", "x", {"r"}, {kNaN}, {{1}}, kNaN, kNaN), "Bounds missing");
 }
 
+TEST(SvgChart, EscapedTextHasOnlyCharactersXmlAllows) {
+  const std::string fffd = "\xEF\xBF\xBD";
+  EXPECT_EQ(escape_xml("run\xff\xfe/x"), "run" + fffd + fffd + "/x");                       // not UTF-8
+  EXPECT_EQ(escape_xml("a\xC3"), "a" + fffd);                                               // cut inside a character
+  EXPECT_EQ(escape_xml("\xED\xA0\x80"), fffd + fffd + fffd);                                 // a surrogate
+  EXPECT_EQ(escape_xml("\xEF\xBF\xBE\xEF\xBF\xBF\xEF\xBF\xBD"), fffd + fffd + fffd);        // U+FFFE, U+FFFF
+  EXPECT_EQ(escape_xml("\xF0\x9F\x8E\x89 \xE2\x86\xB5"), "\xF0\x9F\x8E\x89 \xE2\x86\xB5");  // kept
+  checked(line_chart_svg("t\xff<", "x\xEF\xBF\xBE", "y", {{"s\x80", {0, 1}, {0, 1}}}), "t\xff<");
+}
+
 TEST(SvgChart, EscapeAndPalette) {
   EXPECT_EQ(escape_xml("a<b>&\"c\"'d'\x01\te"), "a&lt;b&gt;&amp;&quot;c&quot;&#39;d&#39;\te");
   EXPECT_EQ(escape_xml("plain text é"), "plain text é");
