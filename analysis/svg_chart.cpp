@@ -274,10 +274,12 @@ std::string bar_chart_svg(const std::string& title, const std::string& x_label, 
     double up = 0, down = 0;
     for (const Series& s : series) {
       const double v = std::isfinite(s.y[c]) ? s.y[c] : 0;
-      if (stacked)
-        (v >= 0 ? up : down) += v;
-      else
+      if (stacked) {
+        double& sum = v >= 0 ? up : down;
+        sum = finite(sum + v);
+      } else {
         e.include(v);
+      }
     }
     e.include(up);
     e.include(down);
@@ -294,15 +296,16 @@ std::string bar_chart_svg(const std::string& title, const std::string& x_label, 
     for (size_t s = 0; s < series.size(); ++s) {
       const double v = series[s].y[c];
       if (!std::isfinite(v)) continue;
-      double from = 0;
+      double from = 0, to = v;
       if (stacked) {
         double& base = v >= 0 ? up : down;
         from = base;
-        base += v;
+        base = finite(base + v);  // a stack past the largest double stops there, as its extent does
+        to = base;
       }
       const double left =
           stacked ? kLeft + group * (double(c) + 0.15) : kLeft + group * (double(c) + 0.1) + bar_width * double(s);
-      const double top = std::min(sy(from), sy(from + v)), bottom = std::max(sy(from), sy(from + v));
+      const double top = std::min(sy(from), sy(to)), bottom = std::max(sy(from), sy(to));
       o << "<rect class=\"bar\" x=\"" << px(left) << "\" y=\"" << px(top) << "\" width=\"" << px(bar_width)
         << "\" height=\"" << px(bottom - top) << "\" fill=\"" << palette_colour(s) << "\"/>\n";
     }

@@ -179,6 +179,9 @@ TEST(SvgChart, DegenerateDataGiveValidChartsWithoutNaN) {
     checked(bar_chart_svg("Bars " + what, "x", "y", {"c"}, bars, false, kNaN), "Bars " + what);
     checked(bar_chart_svg("Stacked " + what, "x", "y", {"c"}, bars, true, 1e308), "Stacked " + what);
   }
+  const Series huge = {"huge", {}, {1.7e308, -1.7e308}};
+  checked(bar_chart_svg("Stacks past the largest double", "x", "y", {"up", "down"}, {huge, huge}, true),
+          "Stacks past the largest double");
   checked(bar_chart_svg("Bars without categories", "x", "y", {}, {}), "Bars without categories");
   checked(histogram_svg("Histogram without bins", "x", "y", {}, {}), "Histogram without bins");
   checked(histogram_svg("Constant histogram", "x", "y", {3, 3}, {{"s", {}, {0}}}), "Constant histogram");
