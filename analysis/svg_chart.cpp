@@ -250,11 +250,20 @@ std::string line_chart_svg(const std::string& title, const std::string& x_label,
   std::ostringstream o;
   draw_frame(o, title, x_label, y_label, numeric_ticks(sx), numeric_ticks(sy));
   for (size_t s = 0; s < series.size(); ++s) {
-    std::string points;
-    for_each_finite_point(series[s], [&](double x, double y) { points += px(sx(x)) + "," + px(sy(y)) + " "; });
-    if (!points.empty())
+    std::string points, last_x, last_y;
+    size_t count = 0;
+    for_each_finite_point(series[s], [&](double x, double y) {
+      last_x = px(sx(x));
+      last_y = px(sy(y));
+      points += last_x + "," + last_y + " ";
+      ++count;
+    });
+    if (count > 0)
       o << "<polyline class=\"line\" fill=\"none\" stroke=\"" << palette_colour(s) << "\" stroke-width=\"2\" points=\""
         << points << "\"/>\n";
+    if (count == 1)  // a line of one point draws nothing: mark it (e.g. a validation loss measured once)
+      o << "<circle class=\"point\" cx=\"" << last_x << "\" cy=\"" << last_y << "\" r=\"3\" fill=\""
+        << palette_colour(s) << "\"/>\n";
   }
   draw_legend(o, series, Swatch::Line);
   return finish(o);

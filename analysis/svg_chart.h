@@ -12,7 +12,8 @@ struct Series {
   std::vector<double> x, y;
 };
 
-// Lines over shared axes with ticks, axis titles and a legend. Non-finite points are skipped.
+// Lines over shared axes with ticks, axis titles and a legend. Non-finite points are skipped; a series with one
+// finite point is also drawn as a dot (a line of one point is invisible).
 std::string line_chart_svg(const std::string& title, const std::string& x_label, const std::string& y_label,
                            const std::vector<Series>& series);
 

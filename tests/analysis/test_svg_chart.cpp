@@ -59,6 +59,17 @@ TEST(SvgChart, LineChartDrawsOneLinePerSeriesSkippingNonFinitePoints) {
   EXPECT_EQ(lines[1].attribute("stroke"), palette_colour(1));
 }
 
+TEST(SvgChart, LineChartMarksASeriesOfOnePoint) {
+  const std::vector<Series> series = {{"train", {1, 2, 3}, {3.2, 2.5, 1.7}}, {"val", {1, 3}, {kNaN, 2.1}}};
+  const XmlCheck c = checked(line_chart_svg("Loss", "step", "loss", series), "Loss");
+  const auto lines = c.find("polyline", "class", "line");
+  const auto dots = c.find("circle", "class", "point");
+  ASSERT_EQ(lines.size(), 2u);
+  ASSERT_EQ(dots.size(), 1u) << "only the one-point series gets a dot";
+  EXPECT_EQ(dots[0].attribute("fill"), palette_colour(1));
+  EXPECT_EQ(dots[0].attribute("cx") + "," + dots[0].attribute("cy") + " ", lines[1].attribute("points"));
+}
+
 TEST(SvgChart, GroupedBarsAreOneRectPerFiniteValueWithHeightsProportional) {
   const std::vector<Series> series = {{"layer 0", {}, {0.1, 0.3, 0.6}}, {"layer 1", {}, {0.2, kNaN, 0.4}}};
   const XmlCheck c = checked(
