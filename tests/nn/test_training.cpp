@@ -255,6 +255,24 @@ TEST(Training, CliEvalSampleInfoAndErrors) {
   EXPECT_NE(out.find("no checkpoint"), std::string::npos) << out;
 }
 
+// A checkpoint of an untrained model of `config` with `tokenizer`, written straight to dir.
+void untrained_checkpoint(const std::string& dir, const ModelConfig& config, const Tokenizer& tokenizer) {
+  LanguageModel model(config);
+  save_checkpoint(dir, model, config, nullptr, json::Value::object(), tokenizer);
+}
+
+TEST(Training, CliSampleBeyondAContextOfOneToken) {
+  const std::string dir = temp_dir("sample_context1");
+  ModelConfig c = micro(FfnKind::Dense);
+  c.context = 1;
+  untrained_checkpoint(dir + "/ckpt", c, *make_byte_tokenizer());
+  int code = 0;
+  const std::string out = run_command(std::string(UOE_CLI_PATH) + " sample --ckpt " + dir + "/ckpt --prompt ab " +
+                                          "--tokens 4 --temperature 0", &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(out.size(), 2u + 4u + 1u) << out;  // the prompt, 4 new bytes and the newline
+}
+
 TEST(Training, BadNumericOptionsAreNamedBeforeAnyWork) {
   const std::string dir = temp_dir("bad_options");
   auto data = micro_data(dir);
