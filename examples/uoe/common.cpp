@@ -84,6 +84,9 @@ TrainedModel load_trained_model(const std::string& ckpt_dir, Device device, DTyp
   TrainedModel t;
   {
     nn::Checkpoint c = nn::load_checkpoint(ckpt_dir, nn::OptimizerState::Skip);
+    UOE_CHECK(c.tokenizer->vocab_size() <= c.config.vocab_size, "checkpoint ", ckpt_dir, ": tokenizer.json has ",
+              c.tokenizer->vocab_size(), " ids but the model (config.json) embeds only vocab_size ",
+              c.config.vocab_size, ": the two files do not belong together");
     t = {std::make_unique<nn::LanguageModel>(c.config), std::move(c.tokenizer)};
     t.model->load_state_dict(c.model);
   }  // c.model's copy of the weights is freed here

@@ -273,6 +273,22 @@ TEST(Training, CliSampleBeyondAContextOfOneToken) {
   EXPECT_EQ(out.size(), 2u + 4u + 1u) << out;  // the prompt, 4 new bytes and the newline
 }
 
+TEST(Training, CliRefusesACheckpointWhoseTokenizerOutgrowsItsModel) {
+  const std::string dir = temp_dir("ckpt_vocab");
+  micro_data(dir);
+  const BpeTokenizer bpe({{'t', 'h'}, {256, 'e'}});  // 258 ids for a model of 256
+  untrained_checkpoint(dir + "/ckpt", micro(FfnKind::Dense), bpe);
+  const std::string cli = UOE_CLI_PATH;
+  int code = 0;
+  for (const std::string& command : {" eval --ckpt " + dir + "/ckpt --data " + dir + "/text.txt --seq 32",
+                                     " sample --ckpt " + dir + "/ckpt --prompt ' the' --tokens 2"}) {
+    const std::string out = run_command(cli + command, &code);
+    EXPECT_EQ(code, 1) << out;
+    EXPECT_NE(out.find("tokenizer.json has 258 ids but the model (config.json) embeds only vocab_size 256"),
+              std::string::npos) << out;
+  }
+}
+
 TEST(Training, BadNumericOptionsAreNamedBeforeAnyWork) {
   const std::string dir = temp_dir("bad_options");
   auto data = micro_data(dir);
