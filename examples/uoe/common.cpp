@@ -2,9 +2,11 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 
 #include "args.h"
 #include "commands.h"
@@ -55,7 +57,12 @@ std::unique_ptr<nn::Tokenizer> make_tokenizer(const std::string& spec, const std
               "--tokenizer '", spec, "': expected bpe:<vocab size>, e.g. bpe:1024");
     UOE_CHECK(!is_token_file(data_path), "--tokenizer ", spec, " learns its merges from a text, but --data ", data_path,
               " is a prepared token file: pass the tokenizer .json it was prepared with (uoe prepare --tokenizer-out)");
-    const int64_t vocab = std::stoll(digits);
+    int64_t vocab = 0;
+    try {
+      vocab = std::stoll(digits);
+    } catch (const std::out_of_range&) {
+      fail("--tokenizer '", spec, "': the vocab size is too large (at most ", INT32_MAX, ")");
+    }
     return nn::train_bpe(read_file_bytes(data_path), vocab);
   }
   if (spec.size() > 5 && spec.substr(spec.size() - 5) == ".json") return nn::load_tokenizer(spec);

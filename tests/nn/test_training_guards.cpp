@@ -205,6 +205,9 @@ TEST_F(TrainingCliGuards, CommandLineMistakesGetOneClearError) {
            {"prepare --data " + dir + "/byte.bin --out " + dir + "/again.bin", "is already a token file"},
            {"prepare --data " + text + " --out " + dir + "/b.bin --tokenizer bpe:300",
             "--tokenizer-out <file.json> must keep it"},
+           {"prepare --data " + text + " --out " + dir + "/b.bin --tokenizer bpe:99999999999999999999 " +
+                "--tokenizer-out " + dir + "/b.json",
+            "--tokenizer 'bpe:99999999999999999999': the vocab size is too large (at most 2147483647)"},
            {"train --data " + dir + "/byte.bin --tokenizer bpe:300 --out " + dir + "/x",
             "is a prepared token file: pass the tokenizer .json it was prepared with"},
            {"train --config " + dir + "/micro.json --data " + text + " --out " + dir + "/nosave --steps 1",
