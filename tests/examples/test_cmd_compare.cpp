@@ -86,5 +86,13 @@ TEST_F(CompareCli, ABadKindFailsBeforeAnyRun) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/bad")) << "nothing is started or written";
 }
 
+TEST_F(CompareCli, AWindowLongerThanAKindsContextFailsBeforeAnyRun) {
+  int code = 0;
+  const std::string out = compare("--archs dense,uoe --seq 64 --out " + dir + "/long", &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("--seq 64 exceeds the context 32 of " + dir + "/micro-dense"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/long")) << "nothing is started or written";
+}
+
 }  // namespace
 }  // namespace uoe
