@@ -1,6 +1,7 @@
 // uoe compare: trains each FFN kind at matched active compute for the same wall-clock budget
 // and writes results.md (validation loss mean ± std over seeds), val_loss.svg and each run's plots/.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -105,15 +106,24 @@ int cmd_compare(const std::vector<std::string>& argv) {
     for (int64_t s = 0; s < seeds; ++s)
       runs.push_back({arch, uint64_t(s), out + "/" + arch + "-seed" + std::to_string(s), {}, {}});
   std::vector<std::pair<pid_t, size_t>> active;
+  // When a run fails (or anything else throws), the runs still going are stopped and waited for, so that none
+  // keeps training unsupervised after compare has exited.
+  struct StopActive {
+    const std::vector<std::pair<pid_t, size_t>>& active;
+    ~StopActive() {
+      for (const auto& child : active) ::kill(child.first, SIGTERM);
+      for (const auto& child : active) ::waitpid(child.first, nullptr, 0);
+    }
+  } stop_active{active};
   auto reap_one = [&] {
     int status = 0;
     const pid_t pid = ::wait(&status);
     for (size_t i = 0; i < active.size(); ++i)
       if (active[i].first == pid) {
         const Run& r = runs[active[i].second];
+        active.erase(active.begin() + long(i));  // reaped: not to be stopped
         UOE_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the run ", r.arch, " seed ", r.seed, " failed (see ",
                   r.dir, "/train.log)");
-        active.erase(active.begin() + long(i));
         return;
       }
   };
