@@ -33,6 +33,8 @@ std::shared_ptr<nn::TokenFile> open_tokens(const std::string& data_path, const n
 // The same for a read-only use (eval, analyze): text is tokenised into a temporary file that is removed as soon
 // as it is mapped, so nothing is left behind, whatever happens next.
 std::shared_ptr<nn::TokenFile> open_tokens_once(const std::string& data_path, const nn::Tokenizer& tok);
+// The vocab size of a "bpe:<vocab>" spec; anything else after "bpe:" is one error naming --tokenizer.
+int64_t bpe_vocab_size(const std::string& spec);
 // "byte", "bpe:<vocab>" (trained on the text at data_path) or a saved tokenizer .json file.
 std::unique_ptr<nn::Tokenizer> make_tokenizer(const std::string& spec, const std::string& data_path);
 void set_threads(int64_t threads);

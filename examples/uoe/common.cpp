@@ -49,20 +49,23 @@ std::shared_ptr<nn::TokenFile> open_tokens_once(const std::string& data_path, co
   return open_tokens(data_path, tok, cache);
 }
 
+int64_t bpe_vocab_size(const std::string& spec) {
+  const std::string digits = spec.substr(4);
+  UOE_CHECK(!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos,
+            "--tokenizer '", spec, "': expected bpe:<vocab size>, e.g. bpe:1024");
+  try {
+    return std::stoll(digits);
+  } catch (const std::out_of_range&) {
+    fail("--tokenizer '", spec, "': the vocab size is too large (at most ", INT32_MAX, ")");
+  }
+}
+
 std::unique_ptr<nn::Tokenizer> make_tokenizer(const std::string& spec, const std::string& data_path) {
   if (spec == "byte") return nn::make_byte_tokenizer();
   if (spec.rfind("bpe:", 0) == 0) {
-    const std::string digits = spec.substr(4);
-    UOE_CHECK(!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos,
-              "--tokenizer '", spec, "': expected bpe:<vocab size>, e.g. bpe:1024");
+    const int64_t vocab = bpe_vocab_size(spec);
     UOE_CHECK(!is_token_file(data_path), "--tokenizer ", spec, " learns its merges from a text, but --data ", data_path,
               " is a prepared token file: pass the tokenizer .json it was prepared with (uoe prepare --tokenizer-out)");
-    int64_t vocab = 0;
-    try {
-      vocab = std::stoll(digits);
-    } catch (const std::out_of_range&) {
-      fail("--tokenizer '", spec, "': the vocab size is too large (at most ", INT32_MAX, ")");
-    }
     return nn::train_bpe(read_file_bytes(data_path), vocab);
   }
   if (spec.size() > 5 && spec.substr(spec.size() - 5) == ".json") return nn::load_tokenizer(spec);

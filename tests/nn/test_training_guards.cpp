@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <utility>
 #include <vector>
@@ -205,6 +206,11 @@ TEST_F(TrainingCliGuards, CommandLineMistakesGetOneClearError) {
            {"prepare --data " + dir + "/byte.bin --out " + dir + "/again.bin", "is already a token file"},
            {"prepare --data " + text + " --out " + dir + "/b.bin --tokenizer bpe:300",
             "--tokenizer-out <file.json> must keep it"},
+           {"prepare --data " + text + " --out " + dir + "/b.bin --tokenizer bpe:", "expected bpe:<vocab size>"},
+           {"prepare --data " + text + " --out " + dir + "/b.bin --tokenizer bpe:-5", "expected bpe:<vocab size>"},
+           {"prepare --data " + text + " --out " + dir + "/b.bin --tokenizer bpe:300 --tokenizer-out " + dir +
+                "/missing/b.json",
+            "cannot write '" + dir + "/missing/b.json'"},
            {"prepare --data " + text + " --out " + dir + "/b.bin --tokenizer bpe:99999999999999999999 " +
                 "--tokenizer-out " + dir + "/b.json",
             "--tokenizer 'bpe:99999999999999999999': the vocab size is too large (at most 2147483647)"},
@@ -224,6 +230,7 @@ TEST_F(TrainingCliGuards, CommandLineMistakesGetOneClearError) {
     EXPECT_EQ(code, 1) << command << "\n" << out;
     EXPECT_NE(out.find(expected), std::string::npos) << command << "\n" << out;
   }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/b.bin")) << "no token file without the tokenizer that reads it";
 }
 
 TEST_F(TrainingCliGuards, SampleDrawsOnlyTheTokenizersIdsAndPrintsEveryByte) {
