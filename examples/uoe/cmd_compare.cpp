@@ -95,7 +95,8 @@ int cmd_compare(const std::vector<std::string>& argv) {
             "comparison (results.md): add --overwrite to run it again there, or choose another --out");
   std::filesystem::create_directories(out);
   auto tok = nn::make_byte_tokenizer();
-  const auto tokens = open_tokens(data, *tok, out + "/tokens.bin");
+  const auto tokens = open_tokens(data, *tok, out + "/tokens.bin", "pass the text, or tokens prepared with "
+                                  "--tokenizer byte (compare trains byte-level models)");
 
   // Every (kind, seed) run is a child `uoe train` process; --jobs of them run at once, each with
   // --threads / --jobs threads, so every kind gets the same resources.

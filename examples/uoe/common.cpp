@@ -26,27 +26,32 @@ bool is_token_file(const std::string& data_path) {
 }
 
 std::shared_ptr<nn::TokenFile> open_tokens(const std::string& data_path, const nn::Tokenizer& tok,
-                                          const std::string& cache_path) {
+                                          const std::string& cache_path, const std::string& mismatch_advice) {
   if (is_token_file(data_path)) {
     auto tokens = std::make_shared<nn::TokenFile>(data_path);
     UOE_CHECK(tokens->vocab_size() <= tok.vocab_size(), "--data ", data_path, " holds ids of a vocabulary of ",
-              tokens->vocab_size(), " but the tokenizer has ", tok.vocab_size(), " ids: use the tokenizer the file "
-              "was prepared with (uoe prepare --tokenizer-out <file>, then --tokenizer <file>)");
+              tokens->vocab_size(), " but the tokenizer has ", tok.vocab_size(), " ids: ", mismatch_advice);
     return tokens;
   }
   nn::prepare_tokens(data_path, tok, cache_path);
   return std::make_shared<nn::TokenFile>(cache_path, data_path);
 }
 
-std::shared_ptr<nn::TokenFile> open_tokens_once(const std::string& data_path, const nn::Tokenizer& tok) {
-  if (is_token_file(data_path)) return open_tokens(data_path, tok, "");
+std::shared_ptr<nn::TokenFile> open_tokens_once(const std::string& data_path, const nn::Tokenizer& tok,
+                                               const std::string& mismatch_advice) {
+  if (is_token_file(data_path)) return open_tokens(data_path, tok, "", mismatch_advice);
   const std::string cache =
       (std::filesystem::temp_directory_path() / ("uoe-tokens-" + std::to_string(::getpid()) + ".bin")).string();
   struct Remove {
     const std::string& path;
     ~Remove() { ::unlink(path.c_str()); }  // the mapping keeps the ids readable
   } remove{cache};
-  return open_tokens(data_path, tok, cache);
+  return open_tokens(data_path, tok, cache, mismatch_advice);
+}
+
+std::string checkpoint_tokens_advice(const std::string& ckpt_dir) {
+  return "pass the text, or tokens prepared with the checkpoint's tokenizer (uoe prepare --tokenizer " + ckpt_dir +
+         "/tokenizer.json)";
 }
 
 int64_t bpe_vocab_size(const std::string& spec) {

@@ -190,6 +190,27 @@ TEST_F(TrainingCliGuards, TokensOfAnotherVocabularyAreRefused) {
                     &code);
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("uoe eval: --data " + dir + "/bpe.bin holds ids of a vocabulary of"), std::string::npos) << out;
+  // the advice fits each command: eval, analyze and a fine-tuning run take the checkpoint's tokenizer, compare
+  // the byte tokenizer (none of them has --tokenizer)
+  const std::string checkpoint_advice = " ids: pass the text, or tokens prepared with the checkpoint's tokenizer "
+                                        "(uoe prepare --tokenizer " + dir + "/byte/checkpoint/tokenizer.json)";
+  EXPECT_NE(out.find(checkpoint_advice), std::string::npos) << out;
+  out = run_command(std::string(UOE_CLI_PATH) + " analyze --ckpt " + dir + "/byte/checkpoint --data " + dir +
+                        "/bpe.bin --out " + dir + "/an",
+                    &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find(checkpoint_advice), std::string::npos) << out;
+  out = train("--init-from " + dir + "/byte/checkpoint --data " + dir + "/bpe.bin --out " + dir + "/ft --steps 1",
+              &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find(checkpoint_advice), std::string::npos) << out;
+  out = run_command(std::string(UOE_CLI_PATH) + " compare --data " + dir + "/bpe.bin --archs dense --out " + dir +
+                        "/cmp",
+                    &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find(" ids: pass the text, or tokens prepared with --tokenizer byte (compare trains byte-level "
+                     "models)"),
+            std::string::npos) << out;
 }
 
 TEST_F(TrainingCliGuards, CommandLineMistakesGetOneClearError) {
