@@ -120,6 +120,13 @@ TEST(AnalyzeCli, BadInputGetsOneClearError) {
   out = test::run_command(std::string(UOE_CLI_PATH) + " analyze --ckpt " + dense, &code);
   EXPECT_EQ(code, 1);
   EXPECT_NE(out.find("--data"), std::string::npos) << out;
+  const std::string moe = micro_checkpoint(dir, nn::FfnKind::MoE, *data);
+  out = test::run_command(std::string(UOE_CLI_PATH) + " analyze --ckpt " + moe + " --data " + dir + "/text.txt --out " +
+                              dir + "/report --tokens 2048 --seq -5",
+                          &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("--seq -5 must be >= 1 (or 0: the model context)"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/report/report.html"));
 }
 
 TEST(AnalyzeReport, TokenPiecesAndTitleOfAnyBytesGiveWellFormedXhtml) {
