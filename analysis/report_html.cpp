@@ -102,7 +102,7 @@ void token_view(std::ostringstream& o, const AnalysisResult& r, size_t li) {
     const std::string piece = valid_utf8(r.example_pieces[t]);
     o << "<span title=\"expert " << l.example_expert[t] << "\" style=\"background-color:"
       << palette_colour(size_t(l.example_expert[t])) << "55\">";
-    for (char ch : piece) o << (ch == '\n' ? std::string("↵<br/>") : escape_xml(std::string(1, ch)));
+    for (char ch : escape_xml(piece)) o << (ch == '\n' ? std::string("↵<br/>") : std::string(1, ch));
     o << "</span>";
   }
   o << "</div>\n<figcaption>Layer " << li << ": each token coloured by its top-1 expert.</figcaption>\n</figure>\n";

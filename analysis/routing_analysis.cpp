@@ -258,6 +258,7 @@ AnalysisResult analyze(nn::LanguageModel& model, const nn::TokenFile& data, int6
   const auto t0 = std::chrono::steady_clock::now();
   const nn::ModelConfig& c = model.config;
   UOE_CHECK(c.ffn.kind != nn::FfnKind::Dense, "[analyze] the model has a dense FFN: there is no routing to analyse");
+  UOE_CHECK(o.seq >= 0, "[analyze] --seq ", o.seq, " must be >= 1 (or 0: the model context)");
   const int64_t seq = o.seq > 0 ? o.seq : c.context;
   UOE_CHECK(seq <= c.context, "[analyze] --seq ", seq, " exceeds the model context ", c.context);
   UOE_CHECK(o.tokens >= seq, "[analyze] --tokens ", o.tokens, " is less than one window of --seq ", seq);

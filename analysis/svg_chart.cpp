@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/utf8.h"
 
 namespace uoe::analysis {
 namespace {
@@ -213,7 +214,21 @@ const std::string& palette_colour(size_t index) {
 std::string escape_xml(const std::string& s) {
   std::string out;
   out.reserve(s.size());
-  for (char c : s) {
+  for (size_t i = 0; i < s.size();) {
+    const size_t len = utf8_length(s, i);
+    // U+FFFE and U+FFFF are valid UTF-8 but, like malformed bytes, not characters XML 1.0 allows
+    const bool nonchar = len == 3 && s.compare(i, 2, "\xEF\xBF") == 0 && static_cast<unsigned char>(s[i + 2]) >= 0xBE;
+    if (len == 0 || nonchar) {
+      out += "\xEF\xBF\xBD";  // U+FFFD
+      i += std::max<size_t>(len, 1);
+      continue;
+    }
+    if (len > 1) {
+      out.append(s, i, len);
+      i += len;
+      continue;
+    }
+    const char c = s[i++];
     const char* entity = c == '<'    ? "&lt;"
                          : c == '>'  ? "&gt;"
                          : c == '&'  ? "&amp;"
@@ -235,11 +250,20 @@ std::string line_chart_svg(const std::string& title, const std::string& x_label,
   std::ostringstream o;
   draw_frame(o, title, x_label, y_label, numeric_ticks(sx), numeric_ticks(sy));
   for (size_t s = 0; s < series.size(); ++s) {
-    std::string points;
-    for_each_finite_point(series[s], [&](double x, double y) { points += px(sx(x)) + "," + px(sy(y)) + " "; });
-    if (!points.empty())
+    std::string points, last_x, last_y;
+    size_t count = 0;
+    for_each_finite_point(series[s], [&](double x, double y) {
+      last_x = px(sx(x));
+      last_y = px(sy(y));
+      points += last_x + "," + last_y + " ";
+      ++count;
+    });
+    if (count > 0)
       o << "<polyline class=\"line\" fill=\"none\" stroke=\"" << palette_colour(s) << "\" stroke-width=\"2\" points=\""
         << points << "\"/>\n";
+    if (count == 1)  // a line of one point draws nothing: mark it (e.g. a validation loss measured once)
+      o << "<circle class=\"point\" cx=\"" << last_x << "\" cy=\"" << last_y << "\" r=\"3\" fill=\""
+        << palette_colour(s) << "\"/>\n";
   }
   draw_legend(o, series, Swatch::Line);
   return finish(o);
@@ -259,10 +283,12 @@ std::string bar_chart_svg(const std::string& title, const std::string& x_label, 
     double up = 0, down = 0;
     for (const Series& s : series) {
       const double v = std::isfinite(s.y[c]) ? s.y[c] : 0;
-      if (stacked)
-        (v >= 0 ? up : down) += v;
-      else
+      if (stacked) {
+        double& sum = v >= 0 ? up : down;
+        sum = finite(sum + v);
+      } else {
         e.include(v);
+      }
     }
     e.include(up);
     e.include(down);
@@ -279,15 +305,16 @@ std::string bar_chart_svg(const std::string& title, const std::string& x_label, 
     for (size_t s = 0; s < series.size(); ++s) {
       const double v = series[s].y[c];
       if (!std::isfinite(v)) continue;
-      double from = 0;
+      double from = 0, to = v;
       if (stacked) {
         double& base = v >= 0 ? up : down;
         from = base;
-        base += v;
+        base = finite(base + v);  // a stack past the largest double stops there, as its extent does
+        to = base;
       }
       const double left =
           stacked ? kLeft + group * (double(c) + 0.15) : kLeft + group * (double(c) + 0.1) + bar_width * double(s);
-      const double top = std::min(sy(from), sy(from + v)), bottom = std::max(sy(from), sy(from + v));
+      const double top = std::min(sy(from), sy(to)), bottom = std::max(sy(from), sy(to));
       o << "<rect class=\"bar\" x=\"" << px(left) << "\" y=\"" << px(top) << "\" width=\"" << px(bar_width)
         << "\" height=\"" << px(bottom - top) << "\" fill=\"" << palette_colour(s) << "\"/>\n";
     }

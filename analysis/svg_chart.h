@@ -12,7 +12,8 @@ struct Series {
   std::vector<double> x, y;
 };
 
-// Lines over shared axes with ticks, axis titles and a legend. Non-finite points are skipped.
+// Lines over shared axes with ticks, axis titles and a legend. Non-finite points are skipped; a series with one
+// finite point is also drawn as a dot (a line of one point is invisible).
 std::string line_chart_svg(const std::string& title, const std::string& x_label, const std::string& y_label,
                            const std::vector<Series>& series);
 
@@ -41,7 +42,8 @@ std::string heatmap_svg(const std::string& title, const std::string& x_label, co
 // The categorical palette the charts use (also for colouring text by expert in reports).
 const std::string& palette_colour(size_t index);
 
-// Text with <, >, &, " and ' escaped for XML/HTML.
+// Text with <, >, &, " and ' escaped for XML/HTML. Bytes that are not valid UTF-8, and U+FFFE and U+FFFF,
+// become U+FFFD; control characters other than tab, LF and CR are dropped (XML 1.0 allows none of them).
 std::string escape_xml(const std::string& s);
 
 }  // namespace uoe::analysis

@@ -100,7 +100,8 @@ TokenFile::TokenFile(const std::string& path, const std::string& text) : path_(p
     if (bpi != 2 && bpi != 4) fail("[TokenFile] '", path, "' has ", bpi, " bytes per id; expected 2 or 4");
     const uint64_t count = get_le(data_ + 16, 8);
     const uint64_t vocab = get_le(data_ + 24, 8);
-    if (vocab < 1 || vocab > (uint64_t(1) << (8 * bpi)))
+    if (vocab < 1) fail("[TokenFile] '", path, "' has vocab_size 0; expected at least 1");
+    if (vocab > (uint64_t(1) << (8 * bpi)))
       fail("[TokenFile] '", path, "' has vocab_size ", vocab, ", which ", bpi, "-byte ids cannot hold");
     const uint64_t data_bytes = file_bytes - uint64_t(kTokenFileHeaderBytes);
     if (count > data_bytes / bpi)

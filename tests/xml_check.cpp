@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/utf8.h"
+
 namespace uoe::test {
 namespace {
 
@@ -41,6 +43,7 @@ class XmlParser {
   XmlCheck run() {
     XmlCheck result;
     try {
+      characters();
       document();
     } catch (const XmlError& e) {
       result.error =
@@ -60,6 +63,20 @@ class XmlParser {
   void expect(const char* token) {
     if (!starts(token)) fail(std::string("expected '") + token + "'");
     pos_ += std::strlen(token);
+  }
+
+  // Every character is valid UTF-8 and an XML 1.0 Char: no control character but tab, LF and CR, no U+FFFE or U+FFFF.
+  void characters() {
+    for (pos_ = 0; !at_end();) {
+      const size_t len = utf8_length(s_, pos_);
+      const auto c = static_cast<unsigned char>(s_[pos_]);
+      if (len == 0) fail("byte " + std::to_string(c) + " is not valid UTF-8");
+      if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') fail("control character " + std::to_string(c));
+      if (len == 3 && s_.compare(pos_, 2, "\xEF\xBF") == 0 && static_cast<unsigned char>(s_[pos_ + 2]) >= 0xBE)
+        fail("U+FFFE or U+FFFF, which XML does not allow");
+      pos_ += len;
+    }
+    pos_ = 0;
   }
 
   // [?xml ...?] misc* root misc*, where misc is white space, a comment or (before the root) a doctype

@@ -22,8 +22,10 @@ struct XmlCheck {
 
 // Checks that: there is one root element; tags are balanced and properly nested; attribute values are quoted
 // ('...' or "...") with no '<' inside and no attribute repeated in a tag; '&' starts only &lt; &gt; &amp; &quot;
-// &apos; or a numeric reference (&#10; &#x1F;). Allowed around and between elements: comments, a <!DOCTYPE ...>,
-// a leading <?xml ...?> declaration, and CDATA sections inside elements. Names are not checked against a schema.
+// &apos; or a numeric reference (&#10; &#x1F;); every character is valid UTF-8 and allowed by XML 1.0 (no
+// control character but tab, LF and CR, no U+FFFE or U+FFFF). Allowed around and between elements: comments, a
+// <!DOCTYPE ...>, a leading <?xml ...?> declaration, and CDATA sections inside elements. Names are not checked
+// against a schema.
 XmlCheck check_xml(const std::string& text);
 
 }  // namespace uoe::test

@@ -25,7 +25,7 @@ int cmd_analyze(const std::vector<std::string>& argv) {
   const TrainedModel trained = load_trained_model(ckpt);
   nn::LanguageModel& model = *trained.model;
   const nn::Tokenizer& tokenizer = *trained.tokenizer;
-  const auto tokens = open_tokens_once(data, tokenizer);
+  const auto tokens = open_tokens_once(data, tokenizer, checkpoint_tokens_advice(ckpt));
   const nn::TokenDataset split(tokens);
   const analysis::AnalysisResult r = analysis::analyze(model, *tokens, split.val_begin(), tokenizer, o);
   analysis::write_report(out, r, "Routing analysis of " + ckpt);

@@ -1,6 +1,7 @@
 // uoe compare: trains each FFN kind at matched active compute for the same wall-clock budget
 // and writes results.md (validation loss mean ± std over seeds), val_loss.svg and each run's plots/.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -83,12 +84,19 @@ int cmd_compare(const std::vector<std::string>& argv) {
   const double minutes = a.number("minutes", 10);
   const std::string prefix = a.str("preset-prefix", "tiny-");
   UOE_CHECK(!archs.empty() && seeds > 0 && minutes > 0, "--archs, --seeds and --minutes must be non-empty/positive");
-  for (const std::string& arch : archs) nn::load_model_config(prefix + arch);  // a bad name fails before any run
+  std::vector<int64_t> contexts;
+  for (const std::string& arch : archs)
+    contexts.push_back(nn::load_model_config(prefix + arch).context);  // a bad name fails before any run
+  const int64_t seq = a.integer("seq", 256);
+  for (size_t i = 0; i < archs.size(); ++i)  // and so does a window longer than a kind's context
+    UOE_CHECK(seq <= contexts[i], "--seq ", seq, " exceeds the context ", contexts[i], " of ", prefix + archs[i],
+              ": pass a shorter --seq, or leave that kind out of --archs");
   UOE_CHECK(a.flag("overwrite") || !std::filesystem::exists(out + "/results.md"), "--out ", out, " already holds a "
             "comparison (results.md): add --overwrite to run it again there, or choose another --out");
   std::filesystem::create_directories(out);
   auto tok = nn::make_byte_tokenizer();
-  const auto tokens = open_tokens(data, *tok, out + "/tokens.bin");
+  const auto tokens = open_tokens(data, *tok, out + "/tokens.bin", "pass the text, or tokens prepared with "
+                                  "--tokenizer byte (compare trains byte-level models)");
 
   // Every (kind, seed) run is a child `uoe train` process; --jobs of them run at once, each with
   // --threads / --jobs threads, so every kind gets the same resources.
@@ -99,15 +107,24 @@ int cmd_compare(const std::vector<std::string>& argv) {
     for (int64_t s = 0; s < seeds; ++s)
       runs.push_back({arch, uint64_t(s), out + "/" + arch + "-seed" + std::to_string(s), {}, {}});
   std::vector<std::pair<pid_t, size_t>> active;
+  // When a run fails (or anything else throws), the runs still going are stopped and waited for, so that none
+  // keeps training unsupervised after compare has exited.
+  struct StopActive {
+    const std::vector<std::pair<pid_t, size_t>>& active;
+    ~StopActive() {
+      for (const auto& child : active) ::kill(child.first, SIGTERM);
+      for (const auto& child : active) ::waitpid(child.first, nullptr, 0);
+    }
+  } stop_active{active};
   auto reap_one = [&] {
     int status = 0;
     const pid_t pid = ::wait(&status);
     for (size_t i = 0; i < active.size(); ++i)
       if (active[i].first == pid) {
         const Run& r = runs[active[i].second];
+        active.erase(active.begin() + long(i));  // reaped: not to be stopped
         UOE_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the run ", r.arch, " seed ", r.seed, " failed (see ",
                   r.dir, "/train.log)");
-        active.erase(active.begin() + long(i));
         return;
       }
   };
@@ -121,7 +138,7 @@ int cmd_compare(const std::vector<std::string>& argv) {
     const std::vector<std::string> args = {
         "/proc/self/exe", "train", "--config", prefix + r.arch, "--data", tokens->path(), "--out", r.dir,
         "--steps", std::to_string(a.integer("steps", 1000)), "--batch", std::to_string(a.integer("batch", 16)),
-        "--seq", std::to_string(a.integer("seq", 256)), "--lr", a.str("lr", "1e-3"), "--seed", std::to_string(r.seed),
+        "--seq", std::to_string(seq), "--lr", a.str("lr", "1e-3"), "--seed", std::to_string(r.seed),
         "--eval-every", std::to_string(a.integer("eval-every", 25)), "--eval-batches",
         std::to_string(a.integer("eval-batches", 8)), "--minutes", std::to_string(minutes), "--threads",
         std::to_string(threads / jobs), "--quiet", "--overwrite"};
@@ -136,7 +153,7 @@ int cmd_compare(const std::vector<std::string>& argv) {
   std::ostringstream md;
   md << "# uoe compare\n\n" << seeds << " seed(s) x " << minutes << " min per kind, " << jobs
      << " run(s) at a time with " << threads / jobs << " thread(s) each, batch " << a.integer("batch", 16)
-     << " x " << a.integer("seq", 256) << ", AdamW lr " << a.number("lr", 1e-3) << ", data `" << data << "`\n\n";
+     << " x " << seq << ", AdamW lr " << a.number("lr", 1e-3) << ", data `" << data << "`\n\n";
   md << "| kind | val loss (nats/token) | tokens/s | steps | tokens seen | total params | active params |\n";
   md << "|---|---|---|---|---|---|---|\n";
   std::vector<analysis::Series> series;

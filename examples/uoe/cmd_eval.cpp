@@ -12,12 +12,13 @@ namespace uoe::cli {
 int cmd_eval(const std::vector<std::string>& argv) {
   const Args a(argv, {"ckpt", "data", "batch", "seq", "max-batches", "threads", "device", "dtype"});
   set_threads(a.integer("threads", 0));
+  const std::string ckpt = a.required("ckpt");
   const TrainedModel trained =
-      load_trained_model(a.required("ckpt"), device_flag(a), precision_flag(a, "dtype", "the compute dtype"));
+      load_trained_model(ckpt, device_flag(a), precision_flag(a, "dtype", "the compute dtype"));
   nn::LanguageModel& model = *trained.model;
   const nn::Tokenizer& tokenizer = *trained.tokenizer;
   const std::string data = a.required("data");
-  const auto tokens = open_tokens_once(data, tokenizer);
+  const auto tokens = open_tokens_once(data, tokenizer, checkpoint_tokens_advice(ckpt));
   const nn::TokenDataset dataset(tokens);
   const int64_t seq = a.integer("seq", model.config.context), batch = a.integer("batch", 8);
   const int64_t max_batches = a.integer("max-batches", 1 << 30);

@@ -83,7 +83,7 @@ int cmd_sample(const std::vector<std::string>& argv) {
       out = feed(ids.size() - 1);
     } else {
       cache.clear();
-      out = feed(ids.size() - size_t(context / 2));
+      out = feed(ids.size() - size_t(std::max<int64_t>(context / 2, 1)));  // context 1: the last token alone
     }
   }
   const std::string text = tokenizer.decode(std::vector<int32_t>(ids.begin(), ids.end()));

@@ -27,12 +27,18 @@ int cmd_analyze(const std::vector<std::string>& argv);
 // Whether `data_path` is a prepared token file (starts with the token file magic).
 bool is_token_file(const std::string& data_path);
 // Token ids for `data_path`: a prepared token file is used as is (its vocabulary must fit `tok`'s, else one
-// error); a text file is tokenised into `cache_path` with `tok` first.
+// error ending in `mismatch_advice`, what to do about it with this command); a text file is tokenised into
+// `cache_path` with `tok` first.
 std::shared_ptr<nn::TokenFile> open_tokens(const std::string& data_path, const nn::Tokenizer& tok,
-                                          const std::string& cache_path);
+                                          const std::string& cache_path, const std::string& mismatch_advice);
 // The same for a read-only use (eval, analyze): text is tokenised into a temporary file that is removed as soon
 // as it is mapped, so nothing is left behind, whatever happens next.
-std::shared_ptr<nn::TokenFile> open_tokens_once(const std::string& data_path, const nn::Tokenizer& tok);
+std::shared_ptr<nn::TokenFile> open_tokens_once(const std::string& data_path, const nn::Tokenizer& tok,
+                                               const std::string& mismatch_advice);
+// The advice of open_tokens for a command whose tokenizer is the checkpoint's in ckpt_dir.
+std::string checkpoint_tokens_advice(const std::string& ckpt_dir);
+// The vocab size of a "bpe:<vocab>" spec; anything else after "bpe:" is one error naming --tokenizer.
+int64_t bpe_vocab_size(const std::string& spec);
 // "byte", "bpe:<vocab>" (trained on the text at data_path) or a saved tokenizer .json file.
 std::unique_ptr<nn::Tokenizer> make_tokenizer(const std::string& spec, const std::string& data_path);
 void set_threads(int64_t threads);

@@ -2,9 +2,11 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 
 #include "args.h"
 #include "commands.h"
@@ -24,38 +26,51 @@ bool is_token_file(const std::string& data_path) {
 }
 
 std::shared_ptr<nn::TokenFile> open_tokens(const std::string& data_path, const nn::Tokenizer& tok,
-                                          const std::string& cache_path) {
+                                          const std::string& cache_path, const std::string& mismatch_advice) {
   if (is_token_file(data_path)) {
     auto tokens = std::make_shared<nn::TokenFile>(data_path);
     UOE_CHECK(tokens->vocab_size() <= tok.vocab_size(), "--data ", data_path, " holds ids of a vocabulary of ",
-              tokens->vocab_size(), " but the tokenizer has ", tok.vocab_size(), " ids: use the tokenizer the file "
-              "was prepared with (uoe prepare --tokenizer-out <file>, then --tokenizer <file>)");
+              tokens->vocab_size(), " but the tokenizer has ", tok.vocab_size(), " ids: ", mismatch_advice);
     return tokens;
   }
   nn::prepare_tokens(data_path, tok, cache_path);
   return std::make_shared<nn::TokenFile>(cache_path, data_path);
 }
 
-std::shared_ptr<nn::TokenFile> open_tokens_once(const std::string& data_path, const nn::Tokenizer& tok) {
-  if (is_token_file(data_path)) return open_tokens(data_path, tok, "");
+std::shared_ptr<nn::TokenFile> open_tokens_once(const std::string& data_path, const nn::Tokenizer& tok,
+                                               const std::string& mismatch_advice) {
+  if (is_token_file(data_path)) return open_tokens(data_path, tok, "", mismatch_advice);
   const std::string cache =
       (std::filesystem::temp_directory_path() / ("uoe-tokens-" + std::to_string(::getpid()) + ".bin")).string();
   struct Remove {
     const std::string& path;
     ~Remove() { ::unlink(path.c_str()); }  // the mapping keeps the ids readable
   } remove{cache};
-  return open_tokens(data_path, tok, cache);
+  return open_tokens(data_path, tok, cache, mismatch_advice);
+}
+
+std::string checkpoint_tokens_advice(const std::string& ckpt_dir) {
+  return "pass the text, or tokens prepared with the checkpoint's tokenizer (uoe prepare --tokenizer " + ckpt_dir +
+         "/tokenizer.json)";
+}
+
+int64_t bpe_vocab_size(const std::string& spec) {
+  const std::string digits = spec.substr(4);
+  UOE_CHECK(!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos,
+            "--tokenizer '", spec, "': expected bpe:<vocab size>, e.g. bpe:1024");
+  try {
+    return std::stoll(digits);
+  } catch (const std::out_of_range&) {
+    fail("--tokenizer '", spec, "': the vocab size is too large (at most ", INT32_MAX, ")");
+  }
 }
 
 std::unique_ptr<nn::Tokenizer> make_tokenizer(const std::string& spec, const std::string& data_path) {
   if (spec == "byte") return nn::make_byte_tokenizer();
   if (spec.rfind("bpe:", 0) == 0) {
-    const std::string digits = spec.substr(4);
-    UOE_CHECK(!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos,
-              "--tokenizer '", spec, "': expected bpe:<vocab size>, e.g. bpe:1024");
+    const int64_t vocab = bpe_vocab_size(spec);
     UOE_CHECK(!is_token_file(data_path), "--tokenizer ", spec, " learns its merges from a text, but --data ", data_path,
               " is a prepared token file: pass the tokenizer .json it was prepared with (uoe prepare --tokenizer-out)");
-    const int64_t vocab = std::stoll(digits);
     return nn::train_bpe(read_file_bytes(data_path), vocab);
   }
   if (spec.size() > 5 && spec.substr(spec.size() - 5) == ".json") return nn::load_tokenizer(spec);
@@ -84,6 +99,9 @@ TrainedModel load_trained_model(const std::string& ckpt_dir, Device device, DTyp
   TrainedModel t;
   {
     nn::Checkpoint c = nn::load_checkpoint(ckpt_dir, nn::OptimizerState::Skip);
+    UOE_CHECK(c.tokenizer->vocab_size() <= c.config.vocab_size, "checkpoint ", ckpt_dir, ": tokenizer.json has ",
+              c.tokenizer->vocab_size(), " ids but the model (config.json) embeds only vocab_size ",
+              c.config.vocab_size, ": the two files do not belong together");
     t = {std::make_unique<nn::LanguageModel>(c.config), std::move(c.tokenizer)};
     t.model->load_state_dict(c.model);
   }  // c.model's copy of the weights is freed here

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "analysis/report.h"
 #include "core/json.h"
 #include "fixtures.h"
 #include "nn/tokenizer.h"
@@ -119,6 +120,27 @@ TEST(AnalyzeCli, BadInputGetsOneClearError) {
   out = test::run_command(std::string(UOE_CLI_PATH) + " analyze --ckpt " + dense, &code);
   EXPECT_EQ(code, 1);
   EXPECT_NE(out.find("--data"), std::string::npos) << out;
+  const std::string moe = micro_checkpoint(dir, nn::FfnKind::MoE, *data);
+  out = test::run_command(std::string(UOE_CLI_PATH) + " analyze --ckpt " + moe + " --data " + dir + "/text.txt --out " +
+                              dir + "/report --tokens 2048 --seq -5",
+                          &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("--seq -5 must be >= 1 (or 0: the model context)"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/report/report.html"));
+}
+
+TEST(AnalyzeReport, TokenPiecesAndTitleOfAnyBytesGiveWellFormedXhtml) {
+  AnalysisResult r;
+  r.config.ffn.kind = nn::FfnKind::MoE;
+  r.config.ffn.n_experts = 2;
+  r.layers.push_back(LayerAccumulator(2, 1).finish(3));
+  r.layers[0].example_expert = {0, 1, 0, 1, 0};
+  // U+FFFE and U+FFFF (valid UTF-8, not XML characters), a cut character, a control byte, a line break
+  r.example_pieces = {"ok", "\xEF\xBF\xBE", "\xEF\xBF\xBF", "\xC3<\x01", "a\nb"};
+  const std::string html = report_html(r, "ckpt \xff\xfe");
+  const test::XmlCheck doc = test::check_xml(html);
+  EXPECT_EQ(doc.error, "") << html;
+  EXPECT_NE(html.find("a↵<br/>b"), std::string::npos);
 }
 
 }  // namespace

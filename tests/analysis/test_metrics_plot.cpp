@@ -216,6 +216,14 @@ TEST(MetricsPlot, PlotCommandWritesThePlotsAndRejectsBadRuns) {
   EXPECT_NE(out.find(dir + "/run/metrics.jsonl:8: "), std::string::npos) << out;  // 6 lines + 1 empty + the bad one
 }
 
+TEST(MetricsPlot, IndexOfARunDirectoryNamedInOtherBytesThanUtf8IsWellFormed) {
+  const std::string dir = temp_dir("metrics_bytes") + "/run\xff\xfe<&";
+  write_run(dir, 3, true);
+  write_run_plots(dir);
+  const XmlCheck page = check_xml(read_file_bytes(dir + "/plots/index.html"));
+  EXPECT_EQ(page.error, "");
+}
+
 TEST(MetricsPlot, PlotCommandReadsARealTrainingRun) {
   const std::string dir = temp_dir("plot_real");
   test::micro_data(dir);

@@ -59,6 +59,17 @@ TEST(SvgChart, LineChartDrawsOneLinePerSeriesSkippingNonFinitePoints) {
   EXPECT_EQ(lines[1].attribute("stroke"), palette_colour(1));
 }
 
+TEST(SvgChart, LineChartMarksASeriesOfOnePoint) {
+  const std::vector<Series> series = {{"train", {1, 2, 3}, {3.2, 2.5, 1.7}}, {"val", {1, 3}, {kNaN, 2.1}}};
+  const XmlCheck c = checked(line_chart_svg("Loss", "step", "loss", series), "Loss");
+  const auto lines = c.find("polyline", "class", "line");
+  const auto dots = c.find("circle", "class", "point");
+  ASSERT_EQ(lines.size(), 2u);
+  ASSERT_EQ(dots.size(), 1u) << "only the one-point series gets a dot";
+  EXPECT_EQ(dots[0].attribute("fill"), palette_colour(1));
+  EXPECT_EQ(dots[0].attribute("cx") + "," + dots[0].attribute("cy") + " ", lines[1].attribute("points"));
+}
+
 TEST(SvgChart, GroupedBarsAreOneRectPerFiniteValueWithHeightsProportional) {
   const std::vector<Series> series = {{"layer 0", {}, {0.1, 0.3, 0.6}}, {"layer 1", {}, {0.2, kNaN, 0.4}}};
   const XmlCheck c = checked(
@@ -179,12 +190,25 @@ TEST(SvgChart, DegenerateDataGiveValidChartsWithoutNaN) {
     checked(bar_chart_svg("Bars " + what, "x", "y", {"c"}, bars, false, kNaN), "Bars " + what);
     checked(bar_chart_svg("Stacked " + what, "x", "y", {"c"}, bars, true, 1e308), "Stacked " + what);
   }
+  const Series huge = {"huge", {}, {1.7e308, -1.7e308}};
+  checked(bar_chart_svg("Stacks past the largest double", "x", "y", {"up", "down"}, {huge, huge}, true),
+          "Stacks past the largest double");
   checked(bar_chart_svg("Bars without categories", "x", "y", {}, {}), "Bars without categories");
   checked(histogram_svg("Histogram without bins", "x", "y", {}, {}), "Histogram without bins");
   checked(histogram_svg("Constant histogram", "x", "y", {3, 3}, {{"s", {}, {0}}}), "Constant histogram");
   checked(heatmap_svg("Empty heatmap", "x", {}, {}, {}, 0, 0), "Empty heatmap");
   checked(heatmap_svg("Single cell", "x", {"r"}, {5}, {{2}}, 2, 2), "Single cell");
   checked(heatmap_svg("Bounds missing", "x", {"r"}, {kNaN}, {{1}}, kNaN, kNaN), "Bounds missing");
+}
+
+TEST(SvgChart, EscapedTextHasOnlyCharactersXmlAllows) {
+  const std::string fffd = "\xEF\xBF\xBD";
+  EXPECT_EQ(escape_xml("run\xff\xfe/x"), "run" + fffd + fffd + "/x");                       // not UTF-8
+  EXPECT_EQ(escape_xml("a\xC3"), "a" + fffd);                                               // cut inside a character
+  EXPECT_EQ(escape_xml("\xED\xA0\x80"), fffd + fffd + fffd);                                 // a surrogate
+  EXPECT_EQ(escape_xml("\xEF\xBF\xBE\xEF\xBF\xBF\xEF\xBF\xBD"), fffd + fffd + fffd);        // U+FFFE, U+FFFF
+  EXPECT_EQ(escape_xml("\xF0\x9F\x8E\x89 \xE2\x86\xB5"), "\xF0\x9F\x8E\x89 \xE2\x86\xB5");  // kept
+  checked(line_chart_svg("t\xff<", "x\xEF\xBF\xBE", "y", {{"s\x80", {0, 1}, {0, 1}}}), "t\xff<");
 }
 
 TEST(SvgChart, EscapeAndPalette) {

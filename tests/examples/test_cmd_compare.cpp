@@ -1,11 +1,14 @@
 // uoe compare: every (kind, seed) run trains in its own process; results.md's mean ± sd over the seeds equals the
-// runs' own final validation losses; the chart and every run's plots are written; a bad kind fails before any run.
+// runs' own final validation losses; the chart and every run's plots are written; a bad kind fails before any run;
+// a failed run stops the others.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "analysis/metrics_plot.h"
 #include "core/atomic_file.h"
@@ -17,6 +20,19 @@ namespace uoe {
 namespace {
 
 using test::run_command;
+
+// The processes whose command line has an argument containing `text`.
+std::vector<pid_t> processes_with(const std::string& text) {
+  std::vector<pid_t> found;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (cmdline.find(text) != std::string::npos) found.push_back(pid_t(std::stol(name)));
+  }
+  return found;
+}
 
 class CompareCli : public ::testing::Test {
  protected:
@@ -84,6 +100,32 @@ TEST_F(CompareCli, ABadKindFailsBeforeAnyRun) {
   EXPECT_NE(out.find("uoe compare: [config]"), std::string::npos) << out;
   EXPECT_NE(out.find("micro-bogus"), std::string::npos) << out;
   EXPECT_FALSE(std::filesystem::exists(dir + "/bad")) << "nothing is started or written";
+}
+
+TEST_F(CompareCli, AWindowLongerThanAKindsContextFailsBeforeAnyRun) {
+  int code = 0;
+  const std::string out = compare("--archs dense,uoe --seq 64 --out " + dir + "/long", &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("--seq 64 exceeds the context 32 of " + dir + "/micro-dense"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/long")) << "nothing is started or written";
+}
+
+TEST_F(CompareCli, AFailedRunStopsTheOthers) {
+  // A valid configuration whose `uoe train` fails at once: its 10^12-row embedding cannot be allocated
+  nn::ModelConfig huge = test::micro_config(nn::FfnKind::Dense);
+  huge.vocab_size = 1'000'000'000'000;
+  std::ofstream(dir + "/micro-huge") << nn::to_json(huge).dump(2);
+  int code = 0;
+  const std::string out = compare("--archs dense,huge --seeds 1 --jobs 2 --threads 2 --minutes 5 --steps 1000000 "
+                                  "--batch 2 --seq 16 --out " + dir + "/failed",
+                                  &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("the run huge seed 0 failed (see " + dir + "/failed/huge-seed0/train.log)"), std::string::npos)
+      << out;
+  // compare stopped the dense run and waited for it: no process trains into its directory any more
+  const std::vector<pid_t> left = processes_with(dir + "/failed/dense-seed0");
+  for (pid_t pid : left) ::kill(pid, SIGKILL);
+  EXPECT_TRUE(left.empty()) << left.size() << " run(s) still training after compare exited";
 }
 
 }  // namespace

@@ -148,6 +148,11 @@ TEST(DatasetTokenFile, HeaderIsValidated) {
   std::string bad_width = good;
   bad_width[12] = 3;
   expect_has(open_error("width.tok", bad_width), tmp / "width.tok", "bytes per id");
+  std::string no_vocab = good;
+  no_vocab[24] = 0;  // vocab 100 -> 0: not a matter of the id width
+  const std::string e = open_error("vocab0.tok", no_vocab);
+  expect_has(e, tmp / "vocab0.tok", "has vocab_size 0; expected at least 1");
+  EXPECT_EQ(e.find("cannot hold"), std::string::npos) << e;
 
   // An id at or above the vocab size is caught when read.
   std::string bad_id = good;

@@ -255,6 +255,40 @@ TEST(Training, CliEvalSampleInfoAndErrors) {
   EXPECT_NE(out.find("no checkpoint"), std::string::npos) << out;
 }
 
+// A checkpoint of an untrained model of `config` with `tokenizer`, written straight to dir.
+void untrained_checkpoint(const std::string& dir, const ModelConfig& config, const Tokenizer& tokenizer) {
+  LanguageModel model(config);
+  save_checkpoint(dir, model, config, nullptr, json::Value::object(), tokenizer);
+}
+
+TEST(Training, CliSampleBeyondAContextOfOneToken) {
+  const std::string dir = temp_dir("sample_context1");
+  ModelConfig c = micro(FfnKind::Dense);
+  c.context = 1;
+  untrained_checkpoint(dir + "/ckpt", c, *make_byte_tokenizer());
+  int code = 0;
+  const std::string out = run_command(std::string(UOE_CLI_PATH) + " sample --ckpt " + dir + "/ckpt --prompt ab " +
+                                          "--tokens 4 --temperature 0", &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(out.size(), 2u + 4u + 1u) << out;  // the prompt, 4 new bytes and the newline
+}
+
+TEST(Training, CliRefusesACheckpointWhoseTokenizerOutgrowsItsModel) {
+  const std::string dir = temp_dir("ckpt_vocab");
+  micro_data(dir);
+  const BpeTokenizer bpe({{'t', 'h'}, {256, 'e'}});  // 258 ids for a model of 256
+  untrained_checkpoint(dir + "/ckpt", micro(FfnKind::Dense), bpe);
+  const std::string cli = UOE_CLI_PATH;
+  int code = 0;
+  for (const std::string& command : {" eval --ckpt " + dir + "/ckpt --data " + dir + "/text.txt --seq 32",
+                                     " sample --ckpt " + dir + "/ckpt --prompt ' the' --tokens 2"}) {
+    const std::string out = run_command(cli + command, &code);
+    EXPECT_EQ(code, 1) << out;
+    EXPECT_NE(out.find("tokenizer.json has 258 ids but the model (config.json) embeds only vocab_size 256"),
+              std::string::npos) << out;
+  }
+}
+
 TEST(Training, BadNumericOptionsAreNamedBeforeAnyWork) {
   const std::string dir = temp_dir("bad_options");
   auto data = micro_data(dir);

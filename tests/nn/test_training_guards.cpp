@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <utility>
 #include <vector>
@@ -189,6 +190,27 @@ TEST_F(TrainingCliGuards, TokensOfAnotherVocabularyAreRefused) {
                     &code);
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("uoe eval: --data " + dir + "/bpe.bin holds ids of a vocabulary of"), std::string::npos) << out;
+  // the advice fits each command: eval, analyze and a fine-tuning run take the checkpoint's tokenizer, compare
+  // the byte tokenizer (none of them has --tokenizer)
+  const std::string checkpoint_advice = " ids: pass the text, or tokens prepared with the checkpoint's tokenizer "
+                                        "(uoe prepare --tokenizer " + dir + "/byte/checkpoint/tokenizer.json)";
+  EXPECT_NE(out.find(checkpoint_advice), std::string::npos) << out;
+  out = run_command(std::string(UOE_CLI_PATH) + " analyze --ckpt " + dir + "/byte/checkpoint --data " + dir +
+                        "/bpe.bin --out " + dir + "/an",
+                    &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find(checkpoint_advice), std::string::npos) << out;
+  out = train("--init-from " + dir + "/byte/checkpoint --data " + dir + "/bpe.bin --out " + dir + "/ft --steps 1",
+              &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find(checkpoint_advice), std::string::npos) << out;
+  out = run_command(std::string(UOE_CLI_PATH) + " compare --data " + dir + "/bpe.bin --archs dense --out " + dir +
+                        "/cmp",
+                    &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find(" ids: pass the text, or tokens prepared with --tokenizer byte (compare trains byte-level "
+                     "models)"),
+            std::string::npos) << out;
 }
 
 TEST_F(TrainingCliGuards, CommandLineMistakesGetOneClearError) {
@@ -205,6 +227,14 @@ TEST_F(TrainingCliGuards, CommandLineMistakesGetOneClearError) {
            {"prepare --data " + dir + "/byte.bin --out " + dir + "/again.bin", "is already a token file"},
            {"prepare --data " + text + " --out " + dir + "/b.bin --tokenizer bpe:300",
             "--tokenizer-out <file.json> must keep it"},
+           {"prepare --data " + text + " --out " + dir + "/b.bin --tokenizer bpe:", "expected bpe:<vocab size>"},
+           {"prepare --data " + text + " --out " + dir + "/b.bin --tokenizer bpe:-5", "expected bpe:<vocab size>"},
+           {"prepare --data " + text + " --out " + dir + "/b.bin --tokenizer bpe:300 --tokenizer-out " + dir +
+                "/missing/b.json",
+            "cannot write '" + dir + "/missing/b.json'"},
+           {"prepare --data " + text + " --out " + dir + "/b.bin --tokenizer bpe:99999999999999999999 " +
+                "--tokenizer-out " + dir + "/b.json",
+            "--tokenizer 'bpe:99999999999999999999': the vocab size is too large (at most 2147483647)"},
            {"train --data " + dir + "/byte.bin --tokenizer bpe:300 --out " + dir + "/x",
             "is a prepared token file: pass the tokenizer .json it was prepared with"},
            {"train --config " + dir + "/micro.json --data " + text + " --out " + dir + "/nosave --steps 1",
@@ -221,6 +251,7 @@ TEST_F(TrainingCliGuards, CommandLineMistakesGetOneClearError) {
     EXPECT_EQ(code, 1) << command << "\n" << out;
     EXPECT_NE(out.find(expected), std::string::npos) << command << "\n" << out;
   }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/b.bin")) << "no token file without the tokenizer that reads it";
 }
 
 TEST_F(TrainingCliGuards, SampleDrawsOnlyTheTokenizersIdsAndPrintsEveryByte) {
