@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 
@@ -119,6 +121,7 @@ int cmd_compare(const std::vector<std::string>& argv) {
   auto reap_one = [&] {
     int status = 0;
     const pid_t pid = ::wait(&status);
+    UOE_CHECK(pid >= 0 || errno == EINTR, "waiting for the runs failed: ", std::strerror(errno));
     for (size_t i = 0; i < active.size(); ++i)
       if (active[i].first == pid) {
         const Run& r = runs[active[i].second];
