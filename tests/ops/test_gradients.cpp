@@ -48,6 +48,8 @@ std::vector<GradCase> cases() {
   c.push_back({"max_dim", {{3, 5}}, [](const V& x) { return ops::max(x[0], 1); }});
   c.push_back({"min_dim_keepdim", {{4, 3}}, [](const V& x) { return ops::min(x[0], 0, true); }});
   c.push_back({"max_all", {{3, 4}}, [](const V& x) { return ops::max(x[0]); }});
+  c.push_back({"min_all", {{3, 4}}, [](const V& x) { return ops::min(x[0]); }});
+  c.push_back({"mean_all", {{3, 4}}, [](const V& x) { return ops::mean(x[0]); }});
   // matmul: 2-D, batched with broadcasting, vectors, transposed operands
   c.push_back({"matmul_2d", {{3, 4}, {4, 5}}, [](const V& x) { return ops::matmul(x[0], x[1]); }});
   c.push_back({"matmul_batched_broadcast", {{2, 1, 3, 4}, {3, 4, 2}}, [](const V& x) { return ops::matmul(x[0], x[1]); }});
@@ -87,6 +89,7 @@ std::vector<GradCase> cases() {
                  return ops::index_add(x[0], 1, idx({2, 0}, {2}), x[1]);
                }});
   c.push_back({"topk", {{3, 6}}, [](const V& x) { return ops::topk(x[0], 2, 1).first; }});
+  c.push_back({"topk_smallest", {{3, 6}}, [](const V& x) { return ops::topk(x[0], 2, 1, false).first; }});
   // joining, splitting and views
   c.push_back({"cat", {{2, 3}, {2, 2}}, [](const V& x) { return ops::cat({x[0], x[1]}, 1); }});
   c.push_back({"stack", {{2, 3}, {2, 3}}, [](const V& x) { return ops::stack({x[0], x[1]}, 1); }});
