@@ -2,6 +2,7 @@
 // checks twice a second what is pending.
 #include "core/collective_watchdog.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -28,6 +29,8 @@ struct State {
   std::map<uint64_t, Pending> pending;
   uint64_t next_id = 0;
   bool thread_started = false;
+  int paused = 0;                  // live Paused scopes
+  Clock::time_point resumed_at{};  // when the last one ended: waits count from then at the earliest
 };
 
 std::atomic<double> g_timeout{1800.0};
@@ -59,8 +62,8 @@ void check_loop() {
         it = s.pending.erase(it);
         continue;
       }
-      const double waited = std::chrono::duration<double>(now - it->second.since).count();
-      if (limit > 0 && waited > limit) expire(it->second, waited);
+      const double waited = std::chrono::duration<double>(now - std::max(it->second.since, s.resumed_at)).count();
+      if (limit > 0 && s.paused == 0 && waited > limit) expire(it->second, waited);
       ++it;
     }
   }
@@ -93,6 +96,18 @@ Blocking::~Blocking() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   s.pending.erase(id_);
+}
+
+Paused::Paused() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  ++s.paused;
+}
+
+Paused::~Paused() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (--s.paused == 0) s.resumed_at = Clock::now();
 }
 
 void watch(std::string what, std::function<bool()> done) { add(std::move(what), std::move(done)); }

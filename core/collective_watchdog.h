@@ -27,6 +27,17 @@ class Blocking {
   uint64_t id_;
 };
 
+// While alive: no collective times out (waits end when it dies are counted from then). For one-off work of one rank
+// that the others wait for in a collective and that may take longer than any step, such as rank 0 tokenising a
+// large corpus; every rank holds one over the same stretch.
+class Paused {
+ public:
+  Paused();
+  ~Paused();
+  Paused(const Paused&) = delete;
+  Paused& operator=(const Paused&) = delete;
+};
+
 // A collective that completes by itself (queued on a GPU stream): `done` is polled from the watchdog's thread
 // until it returns true, and must stay callable until then.
 void watch(std::string what, std::function<bool()> done);

@@ -146,13 +146,16 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
                                                               : make_tokenizer(a.str("tokenizer", "byte"), data);
   config.vocab_size = std::max(config.vocab_size, tok->vocab_size());
   std::shared_ptr<nn::TokenFile> tokens;
-  if (lead)
-    tokens = open_tokens(data, *tok, token_cache,
-                         resuming               ? checkpoint_tokens_advice(ckpt)
-                         : !o.init_from.empty() ? checkpoint_tokens_advice(o.init_from)
-                                                : "use the tokenizer the file was prepared with (uoe prepare "
-                                                  "--tokenizer-out <file>, then --tokenizer <file>)");
-  comm.barrier();
+  {
+    const watchdog::Paused paused;  // tokenising a large text may take longer than the collective timeout
+    if (lead)
+      tokens = open_tokens(data, *tok, token_cache,
+                           resuming               ? checkpoint_tokens_advice(ckpt)
+                           : !o.init_from.empty() ? checkpoint_tokens_advice(o.init_from)
+                                                  : "use the tokenizer the file was prepared with (uoe prepare "
+                                                    "--tokenizer-out <file>, then --tokenizer <file>)");
+    comm.barrier();
+  }
   if (!lead) tokens = is_token_file(data) ? std::make_shared<nn::TokenFile>(data)
                                           : std::make_shared<nn::TokenFile>(token_cache, data);
   const nn::TokenDataset dataset(tokens);
