@@ -10,6 +10,8 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 
@@ -54,17 +56,31 @@ void check_loop() {
   State& s = state();
   for (;;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    const double limit = g_timeout.load();
-    std::lock_guard<std::mutex> lock(s.mu);
-    const Clock::time_point now = Clock::now();
-    for (auto it = s.pending.begin(); it != s.pending.end();) {
-      if (it->second.done && it->second.done()) {
-        it = s.pending.erase(it);
-        continue;
+    // The polls run without the lock (a blocked one must not block the ranks' collectives), and what finished is
+    // destroyed without it too (a GPU event's destruction may wait).
+    std::vector<std::pair<uint64_t, std::function<bool()>>> polls;
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      for (const auto& [id, p] : s.pending)
+        if (p.done) polls.emplace_back(id, p.done);
+    }
+    std::vector<uint64_t> finished;
+    for (const auto& [id, done] : polls)
+      if (done()) finished.push_back(id);
+    std::vector<Pending> released;
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      for (uint64_t id : finished) {
+        auto it = s.pending.find(id);  // only this thread erases polled entries
+        released.push_back(std::move(it->second));
+        s.pending.erase(it);
       }
-      const double waited = std::chrono::duration<double>(now - std::max(it->second.since, s.resumed_at)).count();
-      if (limit > 0 && s.paused == 0 && waited > limit) expire(it->second, waited);
-      ++it;
+      const double limit = g_timeout.load();
+      const Clock::time_point now = Clock::now();
+      for (const auto& [id, p] : s.pending) {
+        const double waited = std::chrono::duration<double>(now - std::max(p.since, s.resumed_at)).count();
+        if (limit > 0 && s.paused == 0 && waited > limit) expire(p, waited);
+      }
     }
   }
 }

@@ -295,15 +295,13 @@ Layout plan(const DeferredTensors& tensors, const std::map<std::string, std::str
   return l;
 }
 
-// Tensor i produced, as a contiguous CPU tensor of its declared dtype and shape.
+// The tensor `d` produces, checked against its declared dtype and shape.
 Tensor produce(const DeferredTensor& d) {
-  Tensor t = d.produce();
+  const Tensor t = d.produce();
   UOE_CHECK(t.defined() && t.dtype() == d.dtype && t.shape() == d.shape, "[safetensors] tensor ", quoted(d.name),
             " was declared ", dtype_name(d.dtype), shape_str(d.shape), " but produced ",
             t.defined() ? dtype_name(t.dtype()) + shape_str(t.shape()) : std::string("an undefined tensor"));
-  t = t.detach();
-  if (!t.is_cpu()) t = t.to(Device::cpu());
-  return t.contiguous();
+  return t.detach();
 }
 
 // The file's bytes in order: header length, header, then each tensor, produced and copied to the CPU when its
@@ -314,7 +312,9 @@ void write_file(const DeferredTensors& tensors, const Layout& l, const ByteSink&
   sink(prefix, 8);
   sink(l.header.data(), l.header.size());
   for (size_t i : l.order) {
-    const Tensor t = produce(tensors[i]);
+    Tensor t = produce(tensors[i]);
+    if (!t.is_cpu()) t = t.to(Device::cpu());
+    t = t.contiguous();
     if (t.numel()) sink(t.raw_data(), size_t(nbytes_of(t)));
   }
 }

@@ -53,7 +53,8 @@ struct File {
 // Every error names the file and the tensor or field. The tensors are views of the file mapped copy-on-write:
 // a page is read when first touched, so a reader that keeps a few rows of a tensor (a data-parallel rank's
 // shard) reads only those, and ranks on one node share the page cache. Where the file cannot be mapped, the
-// tensors are read into memory.
+// tensors are read into memory. The file must not be truncated or rewritten in place while its tensors live (a
+// page read then raises SIGBUS); uoe replaces files by rename, which is safe, and copies what it loads at once.
 File load(const std::string& path);
 // The same checks on bytes held in memory; `source` names them in errors.
 File deserialize(const std::string& bytes, const std::string& source);

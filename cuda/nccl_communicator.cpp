@@ -279,9 +279,13 @@ class NcclCommunicator final : public Communicator {
     calls();
     auto done = std::make_shared<QueryEvent>(name);
     UOE_CUDA_CHECK(name, cudaEventRecord(done->get(), stream_));
-    // An error (a failed kernel) is not a hang: the next checked CUDA call reports it.
-    watchdog::watch(where(*this, name) + "NCCL on cuda:" + std::to_string(device_),
-                    [done] { return cudaEventQuery(done->get()) != cudaErrorNotReady; });
+    // Polled from the watchdog's thread, which makes this GPU current first (else the CUDA runtime would give it,
+    // and so this rank, a context on GPU 0). An error (a failed kernel) is not a hang: the next checked CUDA call
+    // reports it.
+    watchdog::watch(where(*this, name) + "NCCL on cuda:" + std::to_string(device_), [done, device = device_] {
+      (void)cudaSetDevice(device);
+      return cudaEventQuery(done->get()) != cudaErrorNotReady;
+    });
     return done;
   }
 

@@ -41,7 +41,9 @@ class DataParallel {
   // zeros), waits for every bucket, and sets each parameter's .grad to its averaged gradient (a view into the
   // bucket, valid until the next finish(); bfloat16 parameters' gradients are summed in float32 buckets and get a
   // bfloat16 copy). A parameter that no rank gave a gradient in this step keeps none (undefined .grad), as in one
-  // process.
+  // process. A parameter that only some ranks give a gradient starts its bucket at different points on different
+  // ranks; on GPUs, whose NCCL collectives share one stream per device in issue order, that can deadlock against
+  // other collectives issued during backward (expert parallelism's all-to-alls). No shipped model has one.
   void finish();
   int64_t bucket_count() const;
 

@@ -79,14 +79,16 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   UOE_CHECK(!(o.resume && a.flag("overwrite")), "--resume continues the run in ", o.out_dir, ", --overwrite replaces "
             "it: give one of them");
   const std::string ckpt = o.out_dir + "/checkpoint";
-  // Rank 0 alone finishes an interrupted checkpoint write (checkpoint_exists recovers it); the others look once it
-  // has, so that no two ranks race to rename it (which fails where the shared file system has no flock).
-  if (o.resume) {
-    if (lead) nn::checkpoint_exists(ckpt);
-    comm.barrier();
-  }
-  const bool resuming = o.resume && nn::checkpoint_exists(ckpt);
   o.init_from = a.str("init-from", "");
+  // Rank 0 alone finishes an interrupted checkpoint write (checkpoint_exists recovers it), of this run's and of the
+  // --init-from checkpoint; the others look once it has, so that no two ranks race to rename one (which fails
+  // where the shared file system has no flock).
+  if (lead) {
+    if (o.resume) nn::checkpoint_exists(ckpt);
+    if (!o.init_from.empty()) nn::checkpoint_exists(o.init_from);
+  }
+  if (o.resume || !o.init_from.empty()) comm.barrier();
+  const bool resuming = o.resume && nn::checkpoint_exists(ckpt);
   if (!o.init_from.empty()) {
     UOE_CHECK(!a.has("config") && !a.has("tokenizer"), "--init-from ", o.init_from, " brings its model and tokenizer: "
               "leave out --config and --tokenizer");
