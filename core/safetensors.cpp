@@ -230,12 +230,12 @@ uint64_t nbytes_of(const Tensor& t) { return uint64_t(t.numel()) * t.itemsize();
 uint64_t nbytes_of(const DeferredTensor& t) { return uint64_t(shape_numel(t.shape)) * dtype_size(t.dtype); }
 
 DeferredTensors deferred(const std::vector<Named>& tensors) {
-  for (const Named& nt : tensors)
+  std::vector<std::pair<std::string, Tensor>> named;
+  for (const Named& nt : tensors) {
     UOE_CHECK(nt.tensor.defined(), "[safetensors] serialize: tensor ", quoted(nt.name), " is undefined");
-  DeferredTensors out;
-  for (const Named& nt : tensors)
-    out.push_back({nt.name, nt.tensor.dtype(), nt.tensor.shape(), [t = nt.tensor] { return t; }});
-  return out;
+    named.emplace_back(nt.name, nt.tensor);
+  }
+  return defer(named);
 }
 
 // Buffer order: largest element size first (stable), so every tensor is aligned to its element size.

@@ -198,13 +198,12 @@ void gemm_grouped(const std::vector<GemmProblem<T>>& problems, const char* op) {
     }
     status = grouped_call<T>(h, g, d_a, d_b, d_c, std::is_same_v<T, double> ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F);
   });
+  const char* call = std::is_same_v<T, double> ? "cublasDgemmGroupedBatched_64" : "cublasGemmGroupedBatchedEx_64";
   // Any other failure is an error, not a reason to run the problems another way.
-  if (!refused(status))
-    check_blas(status, op, std::is_same_v<T, double> ? "cublasDgemmGroupedBatched_64" : "cublasGemmGroupedBatchedEx_64");
+  if (!refused(status)) check_blas(status, op, call);
   std::string reason;
   if (status != CUBLAS_STATUS_SUCCESS) {
-    reason = std::string(std::is_same_v<T, double> ? "cublasDgemmGroupedBatched_64" : "cublasGemmGroupedBatchedEx_64") +
-             " returned " + cublasGetStatusName(status) + " for " + std::to_string(P) + " problems";
+    reason = std::string(call) + " returned " + cublasGetStatusName(status) + " for " + std::to_string(P) + " problems";
     static std::once_flag warned;
     std::call_once(warned, [&] {
       std::fprintf(stderr, "[%s] warning: %s; running one GEMM per problem instead\n", op, reason.c_str());

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 
 #include "cuda/check.h"
@@ -17,7 +18,7 @@ constexpr size_t kRingSize = 32;
 struct Staging {
   void* host = nullptr;  // pinned
   size_t capacity = 0;
-  cudaEvent_t copied = nullptr;  // recorded after the buffer's last copy
+  std::unique_ptr<Event> copied;  // recorded after the buffer's last copy
 };
 
 struct Ring {
@@ -48,9 +49,9 @@ void upload_async(void* dst, const void* src, size_t bytes, int device, cudaStre
   Staging& s = ring.slots[ring.next];
   ring.next = (ring.next + 1) % kRingSize;
   if (s.copied) {
-    UOE_CUDA_CHECK(op, cudaEventSynchronize(s.copied));  // its previous copy has run
+    s.copied->synchronize();  // its previous copy has run
   } else {
-    UOE_CUDA_CHECK(op, cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming));
+    s.copied = std::make_unique<Event>();
   }
   if (s.capacity < bytes) {
     if (s.host) UOE_CUDA_CHECK(op, cudaFreeHost(s.host));
@@ -62,7 +63,7 @@ void upload_async(void* dst, const void* src, size_t bytes, int device, cudaStre
   }
   std::memcpy(s.host, src, bytes);
   UOE_CUDA_CHECK(op, cudaMemcpyAsync(dst, s.host, bytes, cudaMemcpyHostToDevice, stream));
-  UOE_CUDA_CHECK(op, cudaEventRecord(s.copied, stream));
+  s.copied->record(stream);
 }
 
 }  // namespace uoe::cuda

@@ -42,27 +42,15 @@ ncclDataType_t reduce_type(const Communicator& c, const char* op, const Tensor& 
 
 size_t bytes_of(const Tensor& t) { return size_t(t.numel()) * t.itemsize(); }
 
-// A CUDA event of the current device, destroyed with the object.
-class QueryEvent {
- public:
-  explicit QueryEvent(const char* op) { UOE_CUDA_CHECK(op, cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
-  ~QueryEvent() { (void)cudaEventDestroy(event_); }
-  QueryEvent(const QueryEvent&) = delete;
-  QueryEvent& operator=(const QueryEvent&) = delete;
-  cudaEvent_t get() const { return event_; }
-
- private:
-  cudaEvent_t event_ = nullptr;
-};
-
 // The stream every NCCL operation of a device runs on, whichever communicator issues it. NCCL operations of
 // different communicators (data-parallel groups, the expert group) must not run concurrently, or they may
 // deadlock; here they run one after another in the order this rank issues them, which is the same on every rank.
 cudaStream_t communication_stream(int device) {
   static std::mutex mu;
-  static std::map<int, cudaStream_t> streams;  // never destroyed: collectives may run during static destruction
+  // never destroyed: collectives may run during static destruction
+  static auto* streams = new std::map<int, cudaStream_t>();
   std::lock_guard<std::mutex> lock(mu);
-  cudaStream_t& s = streams[device];
+  cudaStream_t& s = (*streams)[device];
   if (!s) {
     cuda::DeviceGuard guard(device);
     UOE_CUDA_CHECK("world", cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -75,33 +63,38 @@ cudaStream_t communication_stream(int device) {
 // buffer goes back to the caching allocator (whose reuse follows the current stream) only once NCCL is done with it.
 class NcclWork final : public Work {
  public:
-  NcclWork(Tensor buffer, int device, std::shared_ptr<QueryEvent> done)
+  NcclWork(Tensor buffer, int device, std::shared_ptr<cuda::Event> done)
       : buffer_(std::move(buffer)), device_(device), done_(std::move(done)) {}
   ~NcclWork() override {
     if (waited_) return;
-    int previous = device_;  // no throwing from a destructor: errors surface at the next checked call
-    (void)cudaGetDevice(&previous);
-    (void)cudaSetDevice(device_);
-    (void)cudaStreamWaitEvent(cuda::current_stream(device_), done_->get(), 0);
-    (void)cudaSetDevice(previous);
+    try {
+      order_current_stream();
+    } catch (const Error&) {  // no throwing from a destructor: the error surfaces at the next checked call
+    }
   }
   void wait() override {
-    cuda::DeviceGuard guard(device_);  // the legacy default stream is the current device's: it must be this one
-    UOE_CUDA_CHECK("all_reduce", cudaStreamWaitEvent(cuda::current_stream(device_), done_->get(), 0));
+    order_current_stream();
     waited_ = true;
     buffer_.bump_version();
   }
   bool test() override {
-    const cudaError_t e = cudaEventQuery(done_->get());
+    const cudaError_t e = done_->query();
     if (e == cudaErrorNotReady) return false;
     UOE_CUDA_CHECK("all_reduce", e);
     return true;
   }
 
  private:
+  // The current stream of the communicator's GPU waits for the collective (the legacy default stream is the
+  // current device's: that GPU must be current).
+  void order_current_stream() const {
+    cuda::DeviceGuard guard(device_);
+    done_->wait(cuda::current_stream(device_));
+  }
+
   Tensor buffer_;  // kept alive while the collective may use it
   int device_;
-  std::shared_ptr<QueryEvent> done_;
+  std::shared_ptr<cuda::Event> done_;
   bool waited_ = false;
 };
 
@@ -272,19 +265,19 @@ class NcclCommunicator final : public Communicator {
   // stream; returns an event recorded after them, which the collective watchdog polls. The caller holds a
   // DeviceGuard on device_.
   template <typename Calls>
-  std::shared_ptr<QueryEvent> enqueue(const char* name, const Calls& calls) {
-    const QueryEvent ready(name);
-    UOE_CUDA_CHECK(name, cudaEventRecord(ready.get(), cuda::current_stream(device_)));
-    UOE_CUDA_CHECK(name, cudaStreamWaitEvent(stream_, ready.get(), 0));
+  std::shared_ptr<cuda::Event> enqueue(const char* name, const Calls& calls) {
+    cuda::Event ready;
+    ready.record(cuda::current_stream(device_));
+    ready.wait(stream_);
     calls();
-    auto done = std::make_shared<QueryEvent>(name);
-    UOE_CUDA_CHECK(name, cudaEventRecord(done->get(), stream_));
+    auto done = std::make_shared<cuda::Event>();
+    done->record(stream_);
     // Polled from the watchdog's thread, which makes this GPU current first (else the CUDA runtime would give it,
     // and so this rank, a context on GPU 0). An error (a failed kernel) is not a hang: the next checked CUDA call
     // reports it.
     watchdog::watch(where(*this, name) + "NCCL on cuda:" + std::to_string(device_), [done, device = device_] {
       (void)cudaSetDevice(device);
-      return cudaEventQuery(done->get()) != cudaErrorNotReady;
+      return done->query() != cudaErrorNotReady;
     });
     return done;
   }
@@ -294,7 +287,7 @@ class NcclCommunicator final : public Communicator {
   void run(const char* name, const Calls& calls) {
     cuda::DeviceGuard guard(device_);
     const auto done = enqueue(name, calls);
-    UOE_CUDA_CHECK(name, cudaStreamWaitEvent(cuda::current_stream(device_), done->get(), 0));
+    done->wait(cuda::current_stream(device_));
   }
 
   void check_gpu(const char* name, const Tensor& t) const {

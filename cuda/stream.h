@@ -43,6 +43,9 @@ class Event {
   void record(cudaStream_t stream);
   void wait(cudaStream_t stream) const;  // stream waits until the event has completed
   void synchronize() const;
+  // cudaSuccess once the recorded work has completed, cudaErrorNotReady before; never raises (for pollers on
+  // other threads).
+  cudaError_t query() const { return cudaEventQuery(event_); }
   float elapsed_ms(const Event& start) const;  // both recorded with timing = true
 
  private:

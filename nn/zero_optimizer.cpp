@@ -66,10 +66,11 @@ DeferredTensors ZeroOptimizer::checkpoint_state() const {
       Shape empty_rows = s.rows.shape();
       empty_rows[0] = 0;
       const Tensor part = s.mine.size(0) > 0 ? by_name.at(key) : empty(empty_rows, like);
-      out.push_back({key, DType::Float32, s.param.shape(), [part, like, s] {
-                       const Tensor full = empty(s.rows.shape(), like);
-                       s.comm->all_gather(part, full, s.counts);
-                       return full.view(s.param.shape());
+      out.push_back({key, DType::Float32, s.param.shape(),
+                     [part, like, comm = s.comm, rows = s.rows.shape(), counts = s.counts, shape = s.param.shape()] {
+                       const Tensor full = empty(rows, like);
+                       comm->all_gather(part, full, counts);
+                       return full.view(shape);
                      }});
     }
   }

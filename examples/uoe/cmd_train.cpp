@@ -128,7 +128,6 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
                                  "float32");
 
   // Rank 0 creates the output directory and tokenises the text once; the other ranks read what it wrote.
-  // (checkpoint_exists, below and above, finishes an interrupted checkpoint write first.)
   const std::string data = a.required("data"), token_cache = o.out_dir + "/tokens.bin";
   if (lead) std::filesystem::create_directories(o.out_dir);
   comm.barrier();
