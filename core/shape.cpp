@@ -47,6 +47,26 @@ Shape dim_moved_last(int64_t ndim, int64_t dim) {
   return perm;
 }
 
+ReductionSplit split_reduction(const Shape& shape, const std::vector<bool>& reduce) {
+  ReductionSplit s;
+  Shape kept, reduced;
+  for (int64_t d = 0; d < int64_t(shape.size()); ++d) {
+    if (reduce[size_t(d)]) {
+      reduced.push_back(d);
+      s.R *= shape[size_t(d)];
+    } else {
+      kept.push_back(d);
+      s.out_shape.push_back(shape[size_t(d)]);
+      s.K *= shape[size_t(d)];
+    }
+  }
+  s.rows_perm = kept;
+  s.rows_perm.insert(s.rows_perm.end(), reduced.begin(), reduced.end());
+  s.cols_perm = reduced;
+  s.cols_perm.insert(s.cols_perm.end(), kept.begin(), kept.end());
+  return s;
+}
+
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   const size_t n = std::max(a.size(), b.size());
   Shape out(n);

@@ -201,38 +201,24 @@ __global__ void minmax_kernel(const T* __restrict__ x, T* __restrict__ vals, int
 Tensor reduce_sum(const Tensor& x_in, const std::vector<bool>& reduce) {
   UOE_CHECK(x_in.is_cuda(), "[sum] CUDA kernel got a tensor on ", x_in.device().str());
   const Tensor x = x_in.detach();
-  Shape keep_dims, red_dims, out_shape;
-  int64_t K = 1, R = 1;
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    if (reduce[size_t(d)]) {
-      red_dims.push_back(d);
-      R *= x.size(d);
-    } else {
-      keep_dims.push_back(d);
-      out_shape.push_back(x.size(d));
-      K *= x.size(d);
-    }
-  }
-  Tensor out = empty(out_shape, TensorOptions{}.with_dtype(x.dtype()).with_device(x.device()));
-  if (K == 0) return out;
-  if (R == 0) {
+  const ReductionSplit s = split_reduction(x.shape(), reduce);
+  Tensor out = empty(s.out_shape, TensorOptions{}.with_dtype(x.dtype()).with_device(x.device()));
+  if (s.K == 0) return out;
+  if (s.R == 0) {
     fill(out, 0.0);
     return out;
   }
-  Shape rows_perm = keep_dims, cols_perm = red_dims;
-  rows_perm.insert(rows_perm.end(), red_dims.begin(), red_dims.end());
-  cols_perm.insert(cols_perm.end(), keep_dims.begin(), keep_dims.end());
   const int device = x.device().index;
   DeviceGuard guard(device);
   cudaStream_t stream = current_stream(device);
   dispatch_arith(x.dtype(), "sum", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const Tensor cols = x.permute(cols_perm);
-    if (!cols.is_contiguous() || K == 1) {
-      const Tensor rows = x.permute(rows_perm).contiguous();
-      row_sums(x, static_cast<const T*>(rows.data_ptr<T>()), out.data_ptr<T>(), K, R, stream);
+    const Tensor cols = x.permute(s.cols_perm);
+    if (!cols.is_contiguous() || s.K == 1) {
+      const Tensor rows = x.permute(s.rows_perm).contiguous();
+      row_sums(x, static_cast<const T*>(rows.data_ptr<T>()), out.data_ptr<T>(), s.K, s.R, stream);
     } else {
-      column_sums(x, static_cast<const T*>(cols.data_ptr<T>()), out.data_ptr<T>(), R, K, stream);
+      column_sums(x, static_cast<const T*>(cols.data_ptr<T>()), out.data_ptr<T>(), s.R, s.K, stream);
     }
   });
   return out;

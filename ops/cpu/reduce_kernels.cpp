@@ -69,35 +69,21 @@ void column_sums(const T* x, T* out, int64_t R, int64_t K) {
 
 Tensor reduce_sum(const Tensor& x_in, const std::vector<bool>& reduce) {
   const Tensor x = x_in.detach();
-  Shape keep_dims, red_dims, out_shape;
-  int64_t K = 1, R = 1;
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    if (reduce[d]) {
-      red_dims.push_back(d);
-      R *= x.size(d);
-    } else {
-      keep_dims.push_back(d);
-      out_shape.push_back(x.size(d));
-      K *= x.size(d);
-    }
-  }
-  Tensor out = empty(out_shape, TensorOptions{}.with_dtype(x.dtype()).with_device(x.device()));
-  Shape rows_perm = keep_dims, cols_perm = red_dims;
-  rows_perm.insert(rows_perm.end(), red_dims.begin(), red_dims.end());
-  cols_perm.insert(cols_perm.end(), keep_dims.begin(), keep_dims.end());
+  const ReductionSplit s = split_reduction(x.shape(), reduce);
+  Tensor out = empty(s.out_shape, TensorOptions{}.with_dtype(x.dtype()).with_device(x.device()));
   dispatch_arith(x.dtype(), "sum", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (K * R == 0) {
+    if (s.K * s.R == 0) {
       T* o = out.data_ptr<T>();
-      for (int64_t k = 0; k < K; ++k) o[k] = T(0);
+      for (int64_t k = 0; k < s.K; ++k) o[k] = T(0);
       return;
     }
-    const Tensor cols = x.permute(cols_perm);
-    if (!cols.is_contiguous() || K == 1) {
-      const Tensor rows = x.permute(rows_perm).contiguous();
-      row_sums(rows.data_ptr<T>(), out.data_ptr<T>(), K, R);
+    const Tensor cols = x.permute(s.cols_perm);
+    if (!cols.is_contiguous() || s.K == 1) {
+      const Tensor rows = x.permute(s.rows_perm).contiguous();
+      row_sums(rows.data_ptr<T>(), out.data_ptr<T>(), s.K, s.R);
     } else {
-      column_sums(cols.data_ptr<T>(), out.data_ptr<T>(), R, K);
+      column_sums(cols.data_ptr<T>(), out.data_ptr<T>(), s.R, s.K);
     }
   });
   return out;
