@@ -81,14 +81,19 @@ Entry parse_entry(const std::string& name, const json::Value& v, uint64_t buffer
   UOE_CHECK(v.contains("shape"), where, ": missing field \"shape\"");
   const json::Value& sh = v.at("shape");
   UOE_CHECK(sh.is_array(), where, ": field \"shape\" must be an array of non-negative integers, got ", show(sh));
-  unsigned __int128 numel = 1;
+  // The product of the non-zero dims must fit int64 (a tensor's strides are products of its dims, zero or not).
+  unsigned __int128 extent = 1;  // saturates past INT64_MAX
+  bool empty = false;
   for (const json::Value& d : sh.as_array()) {
     UOE_CHECK(d.is_integer() && d.as_double() >= 0 && d.as_uint() <= uint64_t(INT64_MAX), where,
               ": field \"shape\" must hold non-negative integers, got ", show(sh));
     e.shape.push_back(int64_t(d.as_uint()));
-    numel *= d.as_uint();
-    if (numel > (unsigned __int128)INT64_MAX) numel = (unsigned __int128)INT64_MAX + 1;  // saturate
+    empty = empty || d.as_uint() == 0;
+    if (d.as_uint() > 0) extent = std::min<unsigned __int128>(extent * d.as_uint(), (unsigned __int128)INT64_MAX + 1);
   }
+  UOE_CHECK(extent <= (unsigned __int128)INT64_MAX, where, ": shape ", shape_str(e.shape),
+            " has more elements than an int64 can count");
+  const unsigned __int128 numel = empty ? 0 : extent;
 
   UOE_CHECK(v.contains("data_offsets"), where, ": missing field \"data_offsets\"");
   const json::Value& off = v.at("data_offsets");

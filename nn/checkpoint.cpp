@@ -3,6 +3,8 @@
 
 #include <sys/stat.h>
 
+#include <sstream>
+
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/safetensors.h"
@@ -70,8 +72,23 @@ Checkpoint load_checkpoint(const std::string& dir, OptimizerState optimizer) {
   Checkpoint c;
   c.config = checkpoint_config(dir);
   c.model = as_map(safetensors::load(dir + "/model.safetensors"));
-  if (optimizer == OptimizerState::Load && file_exists(dir + "/optimizer.safetensors"))
-    c.optimizer = as_map(safetensors::load(dir + "/optimizer.safetensors"));
+  if (optimizer == OptimizerState::Load && file_exists(dir + "/optimizer.safetensors")) {
+    const std::string file = dir + "/optimizer.safetensors";
+    c.optimizer = as_map(safetensors::load(file));
+    // What the optimisers read: a 0-dim int64 step count, floating-point moments.
+    for (const auto& [name, t] : c.optimizer) {
+      if (name != "step") {
+        UOE_CHECK(is_floating(t.dtype()), "[checkpoint] ", file, ": '", name, "' is ", dtype_name(t.dtype()),
+                  "; optimizer state is floating-point");
+        continue;
+      }
+      std::ostringstream got;
+      got << dtype_name(t.dtype()) << shape_str(t.shape());
+      if (t.numel() == 1) got << " = " << t.item<double>();
+      UOE_CHECK(t.dtype() == DType::Int64 && t.dim() == 0 && t.item<int64_t>() >= 0, "[checkpoint] ", file,
+                ": 'step' must be a 0-dim int64 count >= 0, got ", got.str());
+    }
+  }
   c.trainer_state = json::read_file(dir + "/trainer_state.json");
   c.tokenizer = load_tokenizer(dir + "/tokenizer.json");
   return c;

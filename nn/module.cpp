@@ -62,21 +62,25 @@ std::map<std::string, Tensor> Module::state_dict() const {
   return out;
 }
 
-void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
+void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict, const std::string& source) {
+  const std::string where = "[load_state_dict] " + (source.empty() ? "" : source + ": ");
   const auto mine = state_dict();
   if (strict)
     for (const auto& [name, t] : state)
-      UOE_CHECK(mine.count(name), "[load_state_dict] unexpected tensor '", name, "' (shape ", shape_str(t.shape()),
+      UOE_CHECK(mine.count(name), where, "unexpected tensor '", name, "' (shape ", shape_str(t.shape()),
                 ") that the model does not have");
   NoGradGuard no_grad;
   for (const auto& [name, t] : mine) {
     auto it = state.find(name);
     if (it == state.end()) {
-      UOE_CHECK(!strict, "[load_state_dict] missing tensor '", name, "' of shape ", shape_str(t.shape()));
+      UOE_CHECK(!strict, where, "missing tensor '", name, "' of shape ", shape_str(t.shape()));
       continue;
     }
-    UOE_CHECK(it->second.shape() == t.shape(), "[load_state_dict] tensor '", name, "' has shape ",
+    UOE_CHECK(it->second.shape() == t.shape(), where, "tensor '", name, "' has shape ",
               shape_str(it->second.shape()), " but the model expects ", shape_str(t.shape()));
+    UOE_CHECK(!is_floating(t.dtype()) || is_floating(it->second.dtype()), where, "tensor '", name, "' is ",
+              dtype_name(it->second.dtype()), " but the model's is ", dtype_name(t.dtype()),
+              ": weights must be floating-point");
     Tensor(t).copy_(it->second.to(t.device()));
   }
 }

@@ -22,8 +22,9 @@ class Module {
   NamedTensors named_buffers() const;
   // Parameters and buffers by dotted name.
   std::map<std::string, Tensor> state_dict() const;
-  // Copies values into the module's tensors; shapes must match; strict: the key sets must match.
-  void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
+  // Copies values into the module's tensors (cast to their dtype); shapes must match, a floating-point tensor takes
+  // only floating-point values; strict: the key sets must match. Errors name `source` (the file) when given.
+  void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true, const std::string& source = "");
   int64_t num_parameters() const;
 
   void train(bool on = true);

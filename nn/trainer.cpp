@@ -232,7 +232,7 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
   int64_t cursor = 0;
   if (o.resume && checkpoint_exists(ckpt_dir)) {
     Checkpoint c = load_checkpoint(ckpt_dir);
-    model.load_state_dict(shards.slice(c.model));
+    model.load_state_dict(shards.slice(c.model), true, ckpt_dir + "/model.safetensors");
     opt->load_state(shards.slice(c.optimizer));
     start = c.trainer_state.at("step").as_int();
     UOE_CHECK(start < o.steps, "[train] --steps ", o.steps, ": the run in ", o.out_dir, " is already at step ", start,
@@ -245,7 +245,8 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     if (lead) truncate_metrics(metrics_path, start);
   } else {
     if (!o.init_from.empty())
-      model.load_state_dict(shards.slice(load_checkpoint(o.init_from, OptimizerState::Skip).model));
+      model.load_state_dict(shards.slice(load_checkpoint(o.init_from, OptimizerState::Skip).model), true,
+                            o.init_from + "/model.safetensors");
     if (lead) std::ofstream(metrics_path, std::ios::trunc);
   }
   auto state_json = [&](int64_t step) {
@@ -352,6 +353,10 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     }
     if ((o.eval_every > 0 && step % o.eval_every == 0) || stopping) {
       const double val = evaluate(model, data, o.batch, o.seq, o.eval_batches, comm);
+      // Every rank has the same global loss. An update that made the weights non-finite shows here first; this
+      // step is neither logged nor saved.
+      UOE_CHECK(std::isfinite(val), "[train] the validation loss is ", val, " after step ", step,
+                ": training diverged in that step's update; resume from the last checkpoint with a lower --lr");
       m["val_loss"] = val;
       result.curve.push_back({step, tokens_seen, val});
       result.final_val_loss = val;

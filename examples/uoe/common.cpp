@@ -103,7 +103,7 @@ TrainedModel load_trained_model(const std::string& ckpt_dir, Device device, DTyp
               c.tokenizer->vocab_size(), " ids but the model (config.json) embeds only vocab_size ",
               c.config.vocab_size, ": the two files do not belong together");
     t = {std::make_unique<nn::LanguageModel>(c.config), std::move(c.tokenizer)};
-    t.model->load_state_dict(c.model);
+    t.model->load_state_dict(c.model, true, ckpt_dir + "/model.safetensors");
   }  // c.model's copy of the weights is freed here
   t.model->to(device);
   if (compute != DType::Float32) t.model->compute_dtype = compute;

@@ -16,6 +16,7 @@
 #include "fixtures.h"
 #include "gradcheck.h"
 #include "nn/accounting.h"
+#include "core/safetensors.h"
 #include "nn/checkpoint.h"
 #include "nn/trainer.h"
 
@@ -25,6 +26,7 @@ namespace {
 using test::micro_data;
 using test::run_command;
 using test::temp_dir;
+using testing::error_of;
 
 ModelConfig micro(FfnKind kind) { return test::micro_config(kind); }
 
@@ -352,6 +354,53 @@ TEST(Training, CheckpointRoundTripAndBadDirectory) {
   EXPECT_TRUE(without.optimizer.empty());
   EXPECT_EQ(without.model.size(), c.model.size());
   EXPECT_THROW(load_checkpoint(dir + "/missing"), Error);
+}
+
+// Rewrites one tensor of a checkpoint file.
+void replace_tensor(const std::string& file, const std::string& name, const Tensor& value) {
+  std::vector<safetensors::Named> tensors = safetensors::load(file).tensors;
+  for (auto& n : tensors)
+    if (n.name == name) n.tensor = value;
+  safetensors::save(file, tensors);
+}
+
+TEST(Training, CheckpointTensorsOfTheWrongKindAreRefusedNamingTheFile) {
+  const std::string dir = temp_dir("ckpt_kinds");
+  auto data = micro_data(dir);
+  auto tok = make_byte_tokenizer();
+  // A 1-step run in `out`; resuming it to step 2 gives the error, if any.
+  const auto resume_error = [&](const std::string& out) {
+    TrainOptions resume = options(out, 2);
+    resume.resume = true;
+    return error_of([&] { train(micro(FfnKind::MoE), resume, *data, *tok); });
+  };
+  const auto int_ones = [](int64_t n, DType dtype) { return ones({n}, TensorOptions{}.with_dtype(dtype)); };
+
+  train(micro(FfnKind::MoE), options(dir + "/opt", 1), *data, *tok);
+  const std::string opt = dir + "/opt/checkpoint/optimizer.safetensors";
+  replace_tensor(opt, "step", scalar_tensor(-5, TensorOptions{}.with_dtype(DType::Int64)));
+  std::string msg = resume_error(dir + "/opt");  // AdamW's bias correction would make every weight NaN
+  EXPECT_NE(msg.find("[checkpoint] " + opt + ": 'step' must be a 0-dim int64 count >= 0, got int64[] = -5"),
+            std::string::npos) << msg;
+  replace_tensor(opt, "step", scalar_tensor(1));
+  msg = resume_error(dir + "/opt");
+  EXPECT_NE(msg.find("'step' must be a 0-dim int64 count >= 0, got float32[] = 1"), std::string::npos) << msg;
+  replace_tensor(opt, "step", scalar_tensor(1, TensorOptions{}.with_dtype(DType::Int64)));
+  replace_tensor(opt, "final_norm.weight.exp_avg", int_ones(32, DType::Int32));
+  msg = resume_error(dir + "/opt");
+  EXPECT_NE(msg.find(opt + ": 'final_norm.weight.exp_avg' is int32; optimizer state is floating-point"),
+            std::string::npos) << msg;
+
+  train(micro(FfnKind::MoE), options(dir + "/model", 1), *data, *tok);
+  const std::string model = dir + "/model/checkpoint/model.safetensors";
+  replace_tensor(model, "final_norm.weight", int_ones(32, DType::Int64));
+  msg = resume_error(dir + "/model");
+  EXPECT_NE(msg.find("[load_state_dict] " + model + ": tensor 'final_norm.weight' is int64 but the model's is "
+                     "float32: weights must be floating-point"), std::string::npos) << msg;
+  replace_tensor(model, "final_norm.weight", ones({8}));
+  msg = resume_error(dir + "/model");
+  EXPECT_NE(msg.find(model + ": tensor 'final_norm.weight' has shape [8] but the model expects [32]"),
+            std::string::npos) << msg;
 }
 
 }  // namespace

@@ -106,6 +106,23 @@ TEST(TrainingGuards, DivergenceStopsWithTheStepAndKeepsTheLastCheckpoint) {
       << msg;
 }
 
+TEST(TrainingGuards, AnUpdateThatBreaksTheWeightsStopsAtTheValidationWithoutLoggingOrSaving) {
+  const std::string dir = temp_dir("guards_val_nan");
+  auto data = micro_data(dir);
+  auto tok = make_byte_tokenizer();
+  TrainOptions o = options(dir + "/run", 3);
+  o.warmup = 0;
+  o.lr = o.min_lr = 1e38;  // step 1's gradient is finite; its update makes the weights infinite
+  o.clip = 0;
+  o.eval_every = 1;
+  o.save_every = 1;
+  const std::string msg = error_of([&] { train(micro(FfnKind::Dense), o, *data, *tok); });
+  EXPECT_NE(msg.find("[train] the validation loss is nan after step 1: training diverged in that step's update"),
+            std::string::npos) << msg;
+  EXPECT_TRUE(test::metric_lines(dir + "/run").empty());
+  EXPECT_FALSE(std::filesystem::exists(dir + "/run/checkpoint"));
+}
+
 class TrainingCliGuards : public ::testing::Test {
  protected:
   void SetUp() override {
