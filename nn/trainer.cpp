@@ -319,6 +319,7 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
               " (loss ", loss_sum, " on rank ", comm.rank(), "): training diverged; resume from the last checkpoint "
               "with a lower --lr (and --clip on)");
     opt->step(lr);
+    result.last_lr = lr;
     cursor += o.grad_accum;
     ++step;
     const int64_t step_tokens = o.batch * o.seq * o.grad_accum;

@@ -58,6 +58,7 @@ struct TrainResult {
   double tokens_per_s = 0;    // this session's training throughput
   double final_val_loss = 0;  // nats per token
   bool interrupted = false;   // stopped by SIGINT/SIGTERM
+  double last_lr = 0;         // the learning rate of the last step taken (this session's)
   std::vector<EvalPoint> curve;
 };
 

@@ -84,6 +84,7 @@ int cmd_compare(const std::vector<std::string>& argv) {
   const std::vector<std::string> archs = split_list(a.str("archs", "dense,moe,aoe,uoe"));
   const int64_t seeds = a.integer("seeds", 2);
   const double minutes = a.number("minutes", 10);
+  const int64_t max_steps = a.integer("steps", 1000);
   const std::string prefix = a.str("preset-prefix", "tiny-");
   UOE_CHECK(!archs.empty() && seeds > 0 && minutes > 0, "--archs, --seeds and --minutes must be non-empty/positive");
   std::vector<int64_t> contexts;
@@ -140,7 +141,7 @@ int cmd_compare(const std::vector<std::string>& argv) {
     std::filesystem::create_directories(r.dir);
     const std::vector<std::string> args = {
         "/proc/self/exe", "train", "--config", prefix + r.arch, "--data", tokens->path(), "--out", r.dir,
-        "--steps", std::to_string(a.integer("steps", 1000)), "--batch", std::to_string(a.integer("batch", 16)),
+        "--steps", std::to_string(max_steps), "--batch", std::to_string(a.integer("batch", 16)),
         "--seq", std::to_string(seq), "--lr", a.str("lr", "1e-3"), "--seed", std::to_string(r.seed),
         "--eval-every", std::to_string(a.integer("eval-every", 25)), "--eval-batches",
         std::to_string(a.integer("eval-batches", 8)), "--minutes", std::to_string(minutes), "--threads",
@@ -181,6 +182,17 @@ int cmd_compare(const std::vector<std::string>& argv) {
                   std::sqrt(var), tps / n, steps / n, seen / n / 1e6, k.total / 1e6, k.active / 1e6);
     md << row;
   }
+  // A run that --minutes stopped early sits part-way down its cosine schedule (which spans --steps), so kinds that
+  // ran fewer steps are compared at a higher learning rate.
+  std::ostringstream early;
+  for (const Run& r : runs)
+    if (r.last.step < max_steps)
+      early << (early.tellp() > 0 ? ", " : "") << r.arch << " seed " << r.seed << " at step " << r.last.step
+            << " (lr " << r.last.lr << ")";
+  if (early.tellp() > 0)
+    md << "\n`--minutes` ended runs before `--steps " << max_steps << "`, part-way down the learning-rate schedule: "
+       << early.str() << ". To compare every kind at the end of its schedule, pass a `--steps` that each reaches in "
+       << "the time.\n";
   md << "\n![validation loss](val_loss.svg)\n\nTraining charts of each run: `<kind>-seed<s>/plots/index.html`.\n";
   write_file_atomic(out + "/results.md", md.str());
   write_file_atomic(out + "/val_loss.svg",

@@ -187,6 +187,10 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
                 r.interrupted ? "stopped by signal" : "done", long(r.steps), r.final_val_loss, r.tokens_per_s,
                 r.tokens_per_s * nn::training_flops_per_token(config, o.seq) / 1e12,
                 o.save_at_end ? ("checkpoint in " + ckpt).c_str() : "no checkpoint (--no-save)");
+  if (lead && !r.interrupted && r.steps < o.steps)
+    std::printf("--minutes ended the run at step %ld of --steps %ld, with the learning rate still at %.3g (the cosine "
+                "schedule spans --steps); for a fully decayed run in this time, pass --steps %ld\n",
+                long(r.steps), long(o.steps), r.last_lr, long(r.steps));
   return 0;
 }
 

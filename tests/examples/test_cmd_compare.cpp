@@ -83,6 +83,7 @@ TEST_F(CompareCli, TablesTheSeedsOfEveryKind) {
   const test::XmlCheck svg = test::check_xml(read_file_bytes(dir + "/out/val_loss.svg"));
   EXPECT_EQ(svg.error, "");
   EXPECT_EQ(svg.find("polyline", "class", "line").size(), 4u) << "a curve per run";
+  EXPECT_EQ(md.find("ended runs before"), std::string::npos) << "every run reached --steps\n" << md;
   // The same --out again: refused, unless --overwrite
   const std::string again = "--archs dense --seeds 1 --minutes 5 --steps 2 --batch 2 --seq 16 --eval-batches 1 --out " +
                             dir + "/out";
@@ -91,6 +92,18 @@ TEST_F(CompareCli, TablesTheSeedsOfEveryKind) {
   EXPECT_NE(msg.find("already holds a comparison (results.md): add --overwrite"), std::string::npos) << msg;
   msg = compare(again + " --overwrite", &code);
   EXPECT_EQ(code, 0) << msg;
+}
+
+TEST_F(CompareCli, RunsThatTheTimeLimitStopsEarlyAreNamedWithTheirLearningRate) {
+  int code = 0;
+  const std::string out = compare("--archs dense --seeds 1 --minutes 0.01 --steps 1000000 --batch 2 --seq 16 "
+                                  "--eval-batches 1 --out " + dir + "/early", &code);
+  ASSERT_EQ(code, 0) << out;
+  const std::string md = read_file_bytes(dir + "/early/results.md");
+  EXPECT_NE(md.find("`--minutes` ended runs before `--steps 1000000`, part-way down the learning-rate schedule: "
+                    "dense seed 0 at step "), std::string::npos) << md;
+  const std::string log = read_file_bytes(dir + "/early/dense-seed0/train.log");
+  EXPECT_NE(log.find("of --steps 1000000, with the learning rate still at"), std::string::npos) << log;
 }
 
 TEST_F(CompareCli, ABadKindFailsBeforeAnyRun) {
