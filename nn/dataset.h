@@ -82,8 +82,10 @@ class TokenDataset {
   // Deterministic, non-overlapping windows covering the validation split from its start: window
   // i starts at val_begin + i * T (its y ends at val_begin + (i + 1) * T, so the windows' y cover
   // every validation token but the first). The windows are grouped B per batch in order; the
-  // last batch may have fewer than B rows; at most max_batches batches (a negative value: all).
-  std::vector<Batch> val_batches(int64_t B, int64_t T, int64_t max_batches = -1) const;
+  // last batch may have fewer than B rows; at most max_batches batches (a negative value: all). Batches are
+  // built one at a time, as read: val_batch(k, B, T) for k < val_batch_count(B, T, max_batches).
+  int64_t val_batch_count(int64_t B, int64_t T, int64_t max_batches = -1) const;
+  Batch val_batch(int64_t k, int64_t B, int64_t T) const;
 
   // Both splits hold at least one window of T + 1 tokens, else one error naming the file and the split.
   void check_windows(int64_t T) const;

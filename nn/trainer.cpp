@@ -129,7 +129,8 @@ double evaluate(LanguageModel& model, const TokenDataset& data, int64_t batch, i
   double total = 0;
   int64_t tokens = 0;
   const Device device = model.embed->weight.device();
-  for (const Batch& b : data.val_batches(batch, seq, max_batches)) {
+  for (int64_t k = 0, n = data.val_batch_count(batch, seq, max_batches); k < n; ++k) {
+    const Batch b = data.val_batch(k, batch, seq);
     // Every rank runs every batch (on its rows), so that expert-parallel ranks meet in the same exchanges. A rank
     // left without rows by a short last batch runs one row it does not count.
     RowRange rows = rank_rows(b.x.size(0), comm.rank(), comm.size());

@@ -27,13 +27,16 @@ int cmd_eval(const std::vector<std::string>& argv) {
   UOE_CHECK(batch >= 1 && max_batches >= 1, "--batch and --max-batches must be >= 1, got ", batch, " and ",
             max_batches);
   const double nats = nn::evaluate(model, dataset, batch, seq, max_batches);
-  // bits per byte: the same validation tokens' total nats over their byte count
+  // bits per byte: the same validation tokens' total nats over their byte count (a token's bytes do not depend on
+  // its neighbours, so the batches are decoded one at a time)
   int64_t tokens_used = 0;
-  std::vector<int32_t> ids;
-  for (const nn::Batch& b : dataset.val_batches(batch, seq, max_batches))
-    for (int64_t v : b.y.to_vector<int64_t>()) ids.push_back(int32_t(v));
-  tokens_used = int64_t(ids.size());
-  const double bytes = double(tokenizer.decode(ids).size());
+  double bytes = 0;
+  for (int64_t k = 0, n = dataset.val_batch_count(batch, seq, max_batches); k < n; ++k) {
+    std::vector<int32_t> ids;
+    for (int64_t v : dataset.val_batch(k, batch, seq).y.to_vector<int64_t>()) ids.push_back(int32_t(v));
+    tokens_used += int64_t(ids.size());
+    bytes += double(tokenizer.decode(ids).size());
+  }
   std::printf("val loss %.4f nats/token, %.4f bits/byte over %ld tokens (%.0f bytes)\n", nats,
               nats * double(tokens_used) / (bytes * std::log(2.0)), long(tokens_used), bytes);
   return 0;

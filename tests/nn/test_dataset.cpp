@@ -230,9 +230,10 @@ TEST(DatasetBatches, ValBatchesCoverTheSplitInOrder) {
   TokenDataset ds(file, 0.1);  // validation = tokens [900, 1000)
   ASSERT_EQ(ds.val_begin(), 900);
   const int64_t B = 5, T = 8;
-  const auto batches = ds.val_batches(B, T, 100);
   // 99 / 8 = 12 full windows -> batches of 5, 5, 2.
-  ASSERT_EQ(batches.size(), 3u);
+  ASSERT_EQ(ds.val_batch_count(B, T, 100), 3);
+  std::vector<uoe::nn::Batch> batches;
+  for (int64_t k = 0; k < 3; ++k) batches.push_back(ds.val_batch(k, B, T));
   EXPECT_EQ(batches[2].x.size(0), 2);
   int64_t next = 900;
   for (const auto& b : batches) {
@@ -248,10 +249,11 @@ TEST(DatasetBatches, ValBatchesCoverTheSplitInOrder) {
   EXPECT_EQ(next, 900 + 12 * T);
   EXPECT_LE(next, 1000 - 1);  // the last y stays inside the file
   // Deterministic, and max_batches cuts the list.
-  const auto again = ds.val_batches(B, T, 2);
-  ASSERT_EQ(again.size(), 2u);
-  EXPECT_EQ(values(again[1].x), values(batches[1].x));
-  EXPECT_EQ(ds.val_batches(B, T).size(), 3u);
+  EXPECT_EQ(ds.val_batch_count(B, T, 2), 2);
+  EXPECT_EQ(values(ds.val_batch(1, B, T).x), values(batches[1].x));
+  EXPECT_EQ(ds.val_batch_count(B, T), 3);
+  EXPECT_NE(error_of([&] { ds.val_batch(3, B, T); }).find("[TokenDataset::val_batches] batch 3 of 3"),
+            std::string::npos);
 }
 
 TEST(DatasetBatches, TooShortDataErrors) {
@@ -262,13 +264,13 @@ TEST(DatasetBatches, TooShortDataErrors) {
   const std::string msg = error_of([&] { ds.train_batch(0, 0, 2, 18); });
   EXPECT_NE(msg.find("18 tokens"), std::string::npos) << msg;
   EXPECT_NE(msg.find("needs 19"), std::string::npos) << msg;
-  const std::string vmsg = error_of([&] { ds.val_batches(1, 2, 1); });
+  const std::string vmsg = error_of([&] { ds.val_batch_count(1, 2, 1); });
   EXPECT_NE(vmsg.find("2 tokens"), std::string::npos) << vmsg;
   EXPECT_NE(vmsg.find("needs 3"), std::string::npos) << vmsg;
-  EXPECT_EQ(ds.val_batches(4, 1).size(), 1u);  // T = 1 fits: one window
+  EXPECT_EQ(ds.val_batch_count(4, 1), 1);  // T = 1 fits: one window
   TokenDataset no_val(file, 0.0);
   EXPECT_EQ(no_val.val_tokens(), 0);
-  EXPECT_NE(error_of([&] { no_val.val_batches(1, 1); }).find("0 tokens"), std::string::npos);
+  EXPECT_NE(error_of([&] { no_val.val_batch(0, 1, 1); }).find("0 tokens"), std::string::npos);
   EXPECT_THROW(TokenDataset(file, 1.0), uoe::Error);
   EXPECT_THROW(TokenDataset(file, -0.1), uoe::Error);
   EXPECT_THROW(ds.train_batch(0, 0, 0, 4), uoe::Error);
