@@ -3,6 +3,8 @@
 
 #include <omp.h>
 
+#include "core/simd.h"
+
 namespace uoe {
 namespace {
 
@@ -10,34 +12,32 @@ namespace {
 constexpr int64_t kParallelThreshold = int64_t{1} << 18;
 constexpr int64_t kChunk = int64_t{1} << 15;
 
-#define UOE_HALF_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-
 // The kernels work on raw uint16_t so the loops are plain integer/float bit arithmetic.
-UOE_HALF_CLONES
+UOE_SIMD
 void kernel_f32_to_bf16(const float* __restrict in, uint16_t* __restrict out, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) out[i] = float_to_bf16_bits(in[i]);
 }
 
-UOE_HALF_CLONES
+UOE_SIMD
 void kernel_bf16_to_f32(const uint16_t* __restrict in, float* __restrict out, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) out[i] = bf16_bits_to_float(in[i]);
 }
 
-UOE_HALF_CLONES
+UOE_SIMD
 void kernel_f32_to_f16(const float* __restrict in, uint16_t* __restrict out, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) out[i] = float_to_f16_bits(in[i]);
 }
 
-UOE_HALF_CLONES
+UOE_SIMD
 void kernel_f16_to_f32(const uint16_t* __restrict in, float* __restrict out, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) out[i] = f16_bits_to_float(in[i]);
 }
 
-#undef UOE_HALF_CLONES
+#undef UOE_SIMD
 
 // Runs kernel(in + b, out + b, len) over [0, n), in parallel chunks when n is large and we are
 // not already inside a parallel region. Output is identical whatever the split.

@@ -1,4 +1,4 @@
-// uoe::cpu row-wise kernels: per-row bodies (target_clones, vectorised with vm:: math) and their OpenMP drivers.
+// uoe::cpu row-wise kernels: per-row bodies (UOE_SIMD, vectorised with vm:: math) and their OpenMP drivers.
 #include "rowwise_kernels.h"
 
 #include <omp.h>
@@ -11,16 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "vec_math.h"
+#include "simd.h"
 
-// Per-row / per-chunk bodies are compiled three times and the best one is picked at load time (ifunc).
+// Per-row / per-chunk bodies are compiled per ISA (UOE_SIMD) and the best one is picked at load time (ifunc).
 // They contain no OpenMP parallel regions; the drivers below split rows across threads and call them.
-// (GCC on x86-64 Linux only: clang rejects target_clones on templates, other targets lack these arches.)
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define UOE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define UOE_CLONES
-#endif
 #define UOE_ALWAYS_INLINE inline __attribute__((always_inline))
 
 namespace uoe::cpu {
@@ -96,7 +90,7 @@ UOE_ALWAYS_INLINE T inv_sqrt(T v) {
 // ---- softmax / log_softmax --------------------------------------------------------------------------------
 // rows [r0, r1) of x, y: [rows, n]
 template <class T>
-UOE_CLONES void softmax_fwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, T* y) {
+UOE_SIMD void softmax_fwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, T* y) {
   for (int64_t r = r0; r < r1; ++r) {
     const T* xr = x + r * n;
     T* yr = y + r * n;
@@ -115,7 +109,7 @@ UOE_CLONES void softmax_fwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, 
   }
 }
 template <class T>
-UOE_CLONES void softmax_bwd_rows(int64_t r0, int64_t r1, int64_t n, const T* y, const T* dy, T* dx) {
+UOE_SIMD void softmax_bwd_rows(int64_t r0, int64_t r1, int64_t n, const T* y, const T* dy, T* dx) {
   for (int64_t r = r0; r < r1; ++r) {
     const T *yr = y + r * n, *dyr = dy + r * n;
     T* dxr = dx + r * n;
@@ -125,7 +119,7 @@ UOE_CLONES void softmax_bwd_rows(int64_t r0, int64_t r1, int64_t n, const T* y, 
   }
 }
 template <class T>
-UOE_CLONES void log_softmax_fwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, T* y) {
+UOE_SIMD void log_softmax_fwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, T* y) {
   for (int64_t r = r0; r < r1; ++r) {
     const T* xr = x + r * n;
     T* yr = y + r * n;
@@ -137,7 +131,7 @@ UOE_CLONES void log_softmax_fwd_rows(int64_t r0, int64_t r1, int64_t n, const T*
   }
 }
 template <class T>
-UOE_CLONES void log_softmax_bwd_rows(int64_t r0, int64_t r1, int64_t n, const T* y, const T* dy, T* dx) {
+UOE_SIMD void log_softmax_bwd_rows(int64_t r0, int64_t r1, int64_t n, const T* y, const T* dy, T* dx) {
   for (int64_t r = r0; r < r1; ++r) {
     const T *yr = y + r * n, *dyr = dy + r * n;
     T* dxr = dx + r * n;
@@ -150,7 +144,7 @@ UOE_CLONES void log_softmax_bwd_rows(int64_t r0, int64_t r1, int64_t n, const T*
 // ---- RMSNorm ----------------------------------------------------------------------------------------------
 // w: [n] (never null here: the driver substitutes ones); rstd: [rows] or null
 template <class T>
-UOE_CLONES void rms_fwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, const T* w, T eps, T* y, T* rstd) {
+UOE_SIMD void rms_fwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, const T* w, T eps, T* y, T* rstd) {
   for (int64_t r = r0; r < r1; ++r) {
     const T* xr = x + r * n;
     T* yr = y + r * n;
@@ -163,7 +157,7 @@ UOE_CLONES void rms_fwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, cons
 }
 // pw: this chunk's partial dweight [n] (zeroed here) or null
 template <class T>
-UOE_CLONES void rms_bwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, const T* w, const T* rstd, const T* dy,
+UOE_SIMD void rms_bwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, const T* w, const T* rstd, const T* dy,
                              T* dx, T* pw) {
   if (pw) std::fill(pw, pw + n, T(0));
   for (int64_t r = r0; r < r1; ++r) {
@@ -191,7 +185,7 @@ UOE_CLONES void rms_bwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, cons
 // ---- LayerNorm --------------------------------------------------------------------------------------------
 // w, b: [n] (never null here); mean, rstd: [rows] or null
 template <class T>
-UOE_CLONES void ln_fwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, const T* w, const T* b, T eps, T* y,
+UOE_SIMD void ln_fwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, const T* w, const T* b, T eps, T* y,
                             T* mean, T* rstd) {
   for (int64_t r = r0; r < r1; ++r) {
     const T* xr = x + r * n;
@@ -209,7 +203,7 @@ UOE_CLONES void ln_fwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, const
 }
 // pw, pb: this chunk's partial dweight / dbias [n] (zeroed here), both null or both non-null
 template <class T>
-UOE_CLONES void ln_bwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, const T* w, const T* mean, const T* rstd,
+UOE_SIMD void ln_bwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, const T* w, const T* mean, const T* rstd,
                             const T* dy, T* dx, T* pw, T* pb) {
   if (pw) {
     std::fill(pw, pw + n, T(0));
@@ -244,7 +238,7 @@ UOE_CLONES void ln_bwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, const
 
 // out[j] = sum_{c = 0..nc-1, in order} part[c * n + j]  for j in [j0, j1)     part: [nc, n]
 template <class T>
-UOE_CLONES void reduce_chunks_cols(int64_t nc, int64_t n, int64_t j0, int64_t j1, const T* part, T* out) {
+UOE_SIMD void reduce_chunks_cols(int64_t nc, int64_t n, int64_t j0, int64_t j1, const T* part, T* out) {
 #pragma omp simd
   for (int64_t j = j0; j < j1; ++j) out[j] = part[j];
   for (int64_t c = 1; c < nc; ++c) {
@@ -256,7 +250,7 @@ UOE_CLONES void reduce_chunks_cols(int64_t nc, int64_t n, int64_t j0, int64_t j1
 
 // ---- cross entropy ----------------------------------------------------------------------------------------
 template <class T>
-UOE_CLONES void ce_fwd_rows(int64_t r0, int64_t r1, int64_t v, const T* logits, const int64_t* targets,
+UOE_SIMD void ce_fwd_rows(int64_t r0, int64_t r1, int64_t v, const T* logits, const int64_t* targets,
                             int64_t ignore_index, T* loss, T* lse) {
   for (int64_t r = r0; r < r1; ++r) {
     const T* xr = logits + r * v;
@@ -269,7 +263,7 @@ UOE_CLONES void ce_fwd_rows(int64_t r0, int64_t r1, int64_t v, const T* logits, 
   }
 }
 template <class T>
-UOE_CLONES void ce_bwd_rows(int64_t r0, int64_t r1, int64_t v, const T* logits, const int64_t* targets,
+UOE_SIMD void ce_bwd_rows(int64_t r0, int64_t r1, int64_t v, const T* logits, const int64_t* targets,
                             int64_t ignore_index, const T* lse, const T* scale, T* dlogits) {
   for (int64_t r = r0; r < r1; ++r) {
     const T* xr = logits + r * v;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/simd.h"
 #include "ops/cpu/vec_math.h"
 
 namespace {
@@ -44,19 +45,15 @@ const std::vector<float>& points() {
 }
 
 // Applies f to all points inside a `#pragma omp simd` loop (the vectorised code path): once as compiled for the
-// baseline ISA (SSE2), once through target_clones (AVX-512 or AVX2 where the machine has it, as the kernels run).
+// baseline ISA (SSE2), once through UOE_SIMD (AVX-512 or AVX2 where the machine has it, or the pinned ISA, as the
+// kernels run).
 template <class F>
 void apply_baseline(F f, const float* x, float* y, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
 }
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define UOE_TEST_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define UOE_TEST_CLONES
-#endif
 template <class F>
-UOE_TEST_CLONES void apply_dispatched(F f, const float* x, float* y, int64_t n) {
+UOE_SIMD void apply_dispatched(F f, const float* x, float* y, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
 }
