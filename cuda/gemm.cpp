@@ -31,13 +31,13 @@
 namespace uoe::cuda {
 namespace {
 
-constexpr const char* kOp = "matmul";
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 constexpr size_t kMaxCachedAlgos = 4096;
 
 std::atomic<bool> g_allow_tf32{false};
 
-#define UOE_BLAS_CHECK(call) check_blas((call), kOp, #call)
+// `op` names the op in errors: the caller of the GEMM (matmul, expert_ffn, ...).
+#define UOE_BLAS_CHECK(call) check_blas((call), op, #call)
 
 // ---- per-device handles and workspaces ----------------------------------------------------------------------
 
@@ -60,9 +60,9 @@ struct Context {
   cudaStream_t stream;
 };
 
-Context context_for_current_device() {
+Context context_for_current_device(const char* op) {
   int device = 0;
-  UOE_CUDA_CHECK(kOp, cudaGetDevice(&device));
+  UOE_CUDA_CHECK(op, cudaGetDevice(&device));
   const cudaStream_t stream = current_stream(device);
   std::lock_guard<std::mutex> lock(g_mu);
   auto& states = device_states();
@@ -78,7 +78,7 @@ Context context_for_current_device() {
       caching_allocator().empty_cache();
       e = cudaMalloc(&p, kWorkspaceBytes);
     }
-    check_cuda(e, kOp, "cudaMalloc of the cuBLASLt workspace");
+    check_cuda(e, op, "cudaMalloc of the cuBLASLt workspace");
     ws = p;
   }
   return {st.handle, ws, stream};
@@ -88,7 +88,7 @@ Context context_for_current_device() {
 
 struct MatmulDesc {
   cublasLtMatmulDesc_t d = nullptr;
-  MatmulDesc(cublasComputeType_t compute, cudaDataType_t scale) {
+  MatmulDesc(const char* op, cublasComputeType_t compute, cudaDataType_t scale) {
     UOE_BLAS_CHECK(cublasLtMatmulDescCreate(&d, compute, scale));
   }
   ~MatmulDesc() {
@@ -100,7 +100,8 @@ struct MatmulDesc {
 
 struct Layout {
   cublasLtMatrixLayout_t d = nullptr;
-  Layout(cudaDataType_t type, uint64_t rows, uint64_t cols, int64_t ld, int64_t batch, int64_t stride) {
+  Layout(const char* op, cudaDataType_t type, uint64_t rows, uint64_t cols, int64_t ld, int64_t batch,
+         int64_t stride) {
     UOE_BLAS_CHECK(cublasLtMatrixLayoutCreate(&d, type, rows, cols, ld));
     if (batch > 1) {
       const int32_t count = int32_t(batch);
@@ -118,7 +119,8 @@ struct Layout {
 
 struct Preference {
   cublasLtMatmulPreference_t d = nullptr;
-  Preference() { UOE_BLAS_CHECK(cublasLtMatmulPreferenceCreate(&d)); }
+  const char* op;
+  explicit Preference(const char* op_name) : op(op_name) { UOE_BLAS_CHECK(cublasLtMatmulPreferenceCreate(&d)); }
   ~Preference() {
     if (d) (void)cublasLtMatmulPreferenceDestroy(d);
   }
@@ -149,9 +151,9 @@ uint32_t alignment_of(const void* p, int64_t batch, int64_t stride, size_t elem)
 
 // A stored column-major matrix's leading dimension: any value works for a single column, cuBLASLt still
 // wants ld >= rows.
-int64_t leading_dim(const char* name, int64_t ld, int64_t rows, int64_t cols) {
+int64_t leading_dim(const char* op, const char* name, int64_t ld, int64_t rows, int64_t cols) {
   if (cols <= 1) return std::max<int64_t>({ld, rows, 1});
-  UOE_CHECK(ld >= rows, "[", kOp, "] leading dimension of ", name, " is ", ld, " but its rows hold ", rows,
+  UOE_CHECK(ld >= rows, "[", op, "] leading dimension of ", name, " is ", ld, " but its rows hold ", rows,
             " elements");
   return ld;
 }
@@ -177,20 +179,20 @@ struct ColumnMajorProblem {
 };
 
 void cublas_fallback(const GemmTypes& t, const ColumnMajorProblem& p, const void* alpha, const void* beta,
-                     cudaStream_t stream) {
-  with_blas_handle(stream, kOp, [&](cublasHandle_t blas) {
+                     cudaStream_t stream, const char* op) {
+  with_blas_handle(stream, op, [&](cublasHandle_t blas) {
     check_blas(cublasGemmStridedBatchedEx_64(blas, p.op_a, p.op_b, p.m, p.n, p.k, alpha, p.a, t.data, p.lda,
                                              p.stride_a, p.b, t.data, p.ldb, p.stride_b, beta, p.c, t.data, p.ldc,
                                              p.stride_c, p.batch, t.compute, CUBLAS_GEMM_DEFAULT),
-               kOp, "cublasGemmStridedBatchedEx_64");
+               op, "cublasGemmStridedBatchedEx_64");
   });
 }
 
 // C = alpha op(A) op(B) + beta C for batch >= 1, M, N, K >= 1 (row-major, as cuda/gemm.h).
 void lt_matmul(const GemmTypes& t, int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                const void* alpha, const void* A, int64_t lda, int64_t stride_a, const void* B, int64_t ldb,
-               int64_t stride_b, const void* beta, void* C, int64_t ldc, int64_t stride_c) {
-  const Context ctx = context_for_current_device();
+               int64_t stride_b, const void* beta, void* C, int64_t ldc, int64_t stride_c, const char* op) {
+  const Context ctx = context_for_current_device(op);
   // Column-major view: "A" = our B stored [K,N] (or [N,K] when trans_b), "B" = our A stored [M,K] (or [K,M]).
   const int64_t a_rows = trans_b ? K : N, a_cols = trans_b ? N : K;
   const int64_t b_rows = trans_a ? M : K, b_cols = trans_a ? K : M;
@@ -200,28 +202,28 @@ void lt_matmul(const GemmTypes& t, int64_t batch, bool trans_a, bool trans_b, in
                              M,
                              K,
                              B,
-                             leading_dim("B", ldb, a_rows, a_cols),
+                             leading_dim(op, "B", ldb, a_rows, a_cols),
                              stride_b,
                              A,
-                             leading_dim("A", lda, b_rows, b_cols),
+                             leading_dim(op, "A", lda, b_rows, b_cols),
                              stride_a,
                              C,
-                             leading_dim("C", ldc, N, M),
+                             leading_dim(op, "C", ldc, N, M),
                              stride_c,
                              batch};
 
-  MatmulDesc desc(t.compute, t.scale);
+  MatmulDesc desc(op, t.compute, t.scale);
   UOE_BLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSA, &p.op_a, sizeof p.op_a));
   UOE_BLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSB, &p.op_b, sizeof p.op_b));
-  Layout la(t.data, uint64_t(a_rows), uint64_t(a_cols), p.lda, batch, p.stride_a);
-  Layout lb(t.data, uint64_t(b_rows), uint64_t(b_cols), p.ldb, batch, p.stride_b);
-  Layout lc(t.data, uint64_t(N), uint64_t(M), p.ldc, batch, p.stride_c);
+  Layout la(op, t.data, uint64_t(a_rows), uint64_t(a_cols), p.lda, batch, p.stride_a);
+  Layout lb(op, t.data, uint64_t(b_rows), uint64_t(b_cols), p.ldb, batch, p.stride_b);
+  Layout lc(op, t.data, uint64_t(N), uint64_t(M), p.ldc, batch, p.stride_c);
 
   const uint32_t align_a = alignment_of(p.a, batch, p.stride_a, t.elem);
   const uint32_t align_b = alignment_of(p.b, batch, p.stride_b, t.elem);
   const uint32_t align_c = alignment_of(p.c, batch, p.stride_c, t.elem);
   int device = 0;
-  UOE_CUDA_CHECK(kOp, cudaGetDevice(&device));
+  UOE_CUDA_CHECK(op, cudaGetDevice(&device));
   const AlgoKey key{device, int64_t(t.data), int64_t(t.compute), trans_a, trans_b, M,       N,       K,       lda,
                     ldb,    ldc,             batch,              stride_a, stride_b, stride_c, align_a, align_b, align_c};
 
@@ -236,7 +238,7 @@ void lt_matmul(const GemmTypes& t, int64_t batch, bool trans_a, bool trans_b, in
     }
   }
   if (!cached) {
-    Preference pref;
+    Preference pref(op);
     const uint64_t ws = kWorkspaceBytes;
     pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a);
@@ -247,16 +249,16 @@ void lt_matmul(const GemmTypes& t, int64_t batch, bool trans_a, bool trans_b, in
     int found = 0;
     const cublasStatus_t s =
         cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc.d, la.d, lb.d, lc.d, lc.d, pref.d, 1, &result, &found);
-    if (s != CUBLAS_STATUS_SUCCESS && s != CUBLAS_STATUS_NOT_SUPPORTED) check_blas(s, kOp, "cublasLtMatmulAlgoGetHeuristic");
+    if (s != CUBLAS_STATUS_SUCCESS && s != CUBLAS_STATUS_NOT_SUPPORTED) check_blas(s, op, "cublasLtMatmulAlgoGetHeuristic");
     if (s == CUBLAS_STATUS_SUCCESS && found > 0) algo = result.algo;
     std::lock_guard<std::mutex> lock(g_mu);
     if (algo_cache().size() >= kMaxCachedAlgos) algo_cache().clear();
     algo_cache().emplace(key, algo);
   }
-  if (!algo) return cublas_fallback(t, p, alpha, beta, ctx.stream);
+  if (!algo) return cublas_fallback(t, p, alpha, beta, ctx.stream, op);
   check_blas(cublasLtMatmul(ctx.handle, desc.d, alpha, p.a, la.d, p.b, lb.d, beta, p.c, lc.d, p.c, lc.d, &*algo,
                             ctx.workspace, kWorkspaceBytes, ctx.stream),
-             kOp, "cublasLtMatmul");
+             op, "cublasLtMatmul");
 }
 
 // The shared driver: the CPU GEMM's edge cases, then one batched cuBLASLt call (one call per matrix when C is
@@ -264,11 +266,11 @@ void lt_matmul(const GemmTypes& t, int64_t batch, bool trans_a, bool trans_b, in
 template <typename T, typename S, typename Scale>
 void run_gemm(const GemmTypes& types, Scale&& scale_c, int64_t batch, bool trans_a, bool trans_b, int64_t M,
               int64_t N, int64_t K, S alpha, const T* A, int64_t lda, int64_t stride_a, const T* B, int64_t ldb,
-              int64_t stride_b, S beta, T* C, int64_t ldc, int64_t stride_c) {
+              int64_t stride_b, S beta, T* C, int64_t ldc, int64_t stride_c, const char* op) {
   if (batch <= 0 || M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == S(0)) {
     int device = 0;
-    UOE_CUDA_CHECK(kOp, cudaGetDevice(&device));
+    UOE_CUDA_CHECK(op, cudaGetDevice(&device));
     scale_c(batch, M, N, beta, C, ldc, stride_c, current_stream(device));
     return;
   }
@@ -276,11 +278,11 @@ void run_gemm(const GemmTypes& types, Scale&& scale_c, int64_t batch, bool trans
     // A C shared by the batch is accumulated matrix after matrix, in order, as the CPU GEMM does.
     for (int64_t b = 0; b < batch; ++b)
       lt_matmul(types, 1, trans_a, trans_b, M, N, K, &alpha, A + b * stride_a, lda, 0, B + b * stride_b, ldb, 0,
-                &beta, C, ldc, 0);
+                &beta, C, ldc, 0, op);
     return;
   }
   lt_matmul(types, batch, trans_a, trans_b, M, N, K, &alpha, A, lda, stride_a, B, ldb, stride_b, &beta, C, ldc,
-            stride_c);
+            stride_c, op);
 }
 
 template <typename T>
@@ -303,44 +305,45 @@ bool allow_tf32() { return g_allow_tf32.load(); }
 template <typename T>
 void gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
                   int64_t lda, int64_t stride_a, const T* B, int64_t ldb, int64_t stride_b, T beta, T* C, int64_t ldc,
-                  int64_t stride_c) {
+                  int64_t stride_c, const char* op) {
   auto scale = [](int64_t b, int64_t m, int64_t n, T s, T* c, int64_t ld, int64_t sc, cudaStream_t st) {
     detail::gemm_scale_c(b, m, n, s, c, ld, sc, st);
   };
   run_gemm<T, T>(types_of<T>(), scale, batch, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b,
-                 beta, C, ldc, stride_c);
+                 beta, C, ldc, stride_c, op);
 }
 
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
-          int64_t ldb, T beta, T* C, int64_t ldc) {
-  gemm_batched<T>(1, trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0);
+          int64_t ldb, T beta, T* C, int64_t ldc, const char* op) {
+  gemm_batched<T>(1, trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, op);
 }
 
 void gemm_batched_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                        const BFloat16* A, int64_t lda, int64_t stride_a, const BFloat16* B, int64_t ldb,
-                       int64_t stride_b, float beta, BFloat16* C, int64_t ldc, int64_t stride_c) {
+                       int64_t stride_b, float beta, BFloat16* C, int64_t ldc, int64_t stride_c, const char* op) {
   static_assert(sizeof(BFloat16) == 2, "BFloat16 must be the 16-bit pattern cuBLASLt reads as CUDA_R_16BF");
   auto scale = [](int64_t b, int64_t m, int64_t n, float s, BFloat16* c, int64_t ld, int64_t sc, cudaStream_t st) {
     detail::gemm_scale_c_bf16(b, m, n, s, reinterpret_cast<uint16_t*>(c), ld, sc, st);
   };
   const GemmTypes types{CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F, sizeof(BFloat16)};
   run_gemm<BFloat16, float>(types, scale, batch, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b,
-                            beta, C, ldc, stride_c);
+                            beta, C, ldc, stride_c, op);
 }
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A,
-               int64_t lda, const BFloat16* B, int64_t ldb, float beta, BFloat16* C, int64_t ldc) {
-  gemm_batched_bf16(1, trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0);
+               int64_t lda, const BFloat16* B, int64_t ldb, float beta, BFloat16* C, int64_t ldc, const char* op) {
+  gemm_batched_bf16(1, trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, op);
 }
 
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
-                          float, float*, int64_t);
+                          float, float*, int64_t, const char*);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t, const double*,
-                           int64_t, double, double*, int64_t);
+                           int64_t, double, double*, int64_t, const char*);
 template void gemm_batched<float>(int64_t, bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
-                                  int64_t, const float*, int64_t, int64_t, float, float*, int64_t, int64_t);
+                                  int64_t, const float*, int64_t, int64_t, float, float*, int64_t, int64_t, const char*);
 template void gemm_batched<double>(int64_t, bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
-                                   int64_t, const double*, int64_t, int64_t, double, double*, int64_t, int64_t);
+                                   int64_t, const double*, int64_t, int64_t, double, double*, int64_t, int64_t,
+                                   const char*);
 
 }  // namespace uoe::cuda

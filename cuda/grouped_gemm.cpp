@@ -123,15 +123,15 @@ bool refused(cublasStatus_t s) { return s == CUBLAS_STATUS_NOT_SUPPORTED || s ==
 
 // The fallback: one cuda::gemm per problem (row-major terms).
 template <typename T>
-void one_by_one(const std::vector<GemmProblem<T>>& problems) {
+void one_by_one(const std::vector<GemmProblem<T>>& problems, const char* op) {
   for (const GemmProblem<T>& p : problems) {
     if (p.M == 0 || p.N == 0 || p.K == 0) continue;  // done by the caller
     if constexpr (std::is_same_v<T, BFloat16>)
       gemm_bf16(p.trans_a, p.trans_b, p.M, p.N, p.K, 1.0f, p.A, p.lda, p.B, p.ldb, p.accumulate ? 1.0f : 0.0f, p.C,
-                p.ldc);
+                p.ldc, op);
     else
       gemm<T>(p.trans_a, p.trans_b, p.M, p.N, p.K, T(1), p.A, p.lda, p.B, p.ldb, T(p.accumulate ? 1 : 0), p.C,
-              p.ldc);
+              p.ldc, op);
   }
 }
 
@@ -175,7 +175,7 @@ void gemm_grouped(const std::vector<GemmProblem<T>>& problems, const char* op) {
       std::lock_guard<std::mutex> lock(g_fallback_mu);
       g_fallback.clear();
     }
-    one_by_one(unaligned);
+    one_by_one(unaligned, op);
     return;
   }
   const GroupedCall<Scalar> g = group<Scalar>(cm);
@@ -213,7 +213,7 @@ void gemm_grouped(const std::vector<GemmProblem<T>>& problems, const char* op) {
     std::lock_guard<std::mutex> lock(g_fallback_mu);
     g_fallback = reason;
   }
-  one_by_one(reason.empty() ? unaligned : problems);  // refused: every problem one by one
+  one_by_one(reason.empty() ? unaligned : problems, op);  // refused: every problem one by one
 }
 
 std::string grouped_gemm_fallback() {
