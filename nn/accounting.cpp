@@ -98,6 +98,22 @@ Experts layer_experts(const ModelConfig& m, double ep) {
   return {n * d_gate * D, n * d * D, n * D * d};
 }
 
+// Elements of the largest parameter on this rank: the embedding (or head) [V, d], an attention projection
+// [d, d] or an FFN weight.
+double largest_parameter(const ModelConfig& m, double ep) {
+  const FfnConfig& f = m.ffn;
+  const double d = double(m.d_model), n = double(f.n_experts);
+  const Experts e = layer_experts(m, ep);
+  double ffn = std::max({e.gate, e.up, e.down});
+  switch (f.kind) {
+    case FfnKind::Dense: ffn = d * double(f.hidden); break;
+    case FfnKind::MoE: ffn = std::max({ffn, d * n, d * double(f.shared_width)}); break;  // and the router
+    case FfnKind::AoE: ffn = std::max(ffn, d * n * double(f.d_low)); break;               // and the gate
+    case FfnKind::UoE: break;
+  }
+  return std::max({double(m.vocab_size) * d, d * d, ffn});
+}
+
 // Norms, attention and the residual stream of one block (nn/transformer.cpp Block::forward, nn/attention.cpp).
 Part attention_part(const ModelConfig& m, const Step& s) {
   const double d = double(m.d_model), H = double(m.n_heads), kv = double(m.n_kv_heads) * d / H;
@@ -332,14 +348,24 @@ MemoryEstimate estimate_training_memory(const ModelConfig& config, const MemoryO
     moments.push_back({"the first block backward", head.grads + (L - 1) * blk.grads,
                        in + ids + recomputed, blk.copies, blk.work});
   }
-  // the embedding's backward: its gradient scattered into a zero [V, d] and summed with the head's
-  moments.push_back({"the embedding backward", grads, 0, 0, 2 * tensor_bytes(V * d, p)});
+  // The embedding's backward, beyond every gradient: tied, the head's gradient waits while the embedding's is
+  // scattered into a zero [V, d], then the two are summed (two tables; in bfloat16 the sum runs through float32
+  // copies of both and of the result); untied, the zero [V, d] it is scattered into (in bfloat16 with
+  // index_add's float32 copy of it and float32 result)
+  const double table = tensor_bytes(V * d, p), table32 = p == kF32 ? 0 : tensor_bytes(V * d, kF32);
+  moments.push_back({"the embedding backward", grads, 0, 0,
+                     c.tied_embeddings ? 2 * table + 3 * table32 : table + 2 * table32});
+  // Clipping (when the norm exceeds the limit) scales each gradient in place; a bfloat16 one through a float32
+  // copy of it and of the product, restored before it is copied back: the largest one's. The optimiser updates
+  // in place.
+  if (p != kF32) {
+    const double largest = largest_parameter(c, double(E));
+    moments.push_back({"gradient clipping", grads, 0, 0, 2 * tensor_bytes(largest, kF32) + tensor_bytes(largest, p)});
+  }
   // Accumulating over micro-batches, the later ones run with the earlier ones' gradients held (adding a new
   // gradient to .grad takes the transient that copying it there takes in the first)
   if (o.grad_accum > 1)
     for (Moment& m : moments) m.grads = grads;
-  // (Gradient clipping and the optimiser step come after, with every gradient and nothing more: clip_grad_norm
-  // reads each gradient in place, the optimiser updates in place.)
 
   const Moment& peak = *std::max_element(moments.begin(), moments.end(),
                                          [](const Moment& a, const Moment& b) { return a.live() < b.live(); });
