@@ -128,9 +128,11 @@ template <typename T, UnaryKind K>
 struct Unary {
   __device__ __forceinline__ T operator()(T v) const {
     if constexpr (K == UnaryKind::Neg) return T(-v);
-    else if constexpr (K == UnaryKind::Abs) return v < T(0) ? T(-v) : v;
-    else if constexpr (K == UnaryKind::Sign) return T((v > T(0)) - (v < T(0)));
-    else if constexpr (K == UnaryKind::Relu) return v > T(0) ? v : T(0);
+    else if constexpr (K == UnaryKind::Abs) {  // fabs for floats: abs(-0) = +0
+      if constexpr (std::is_floating_point_v<T>) return fabs(v);
+      else return v < T(0) ? T(-v) : v;
+    } else if constexpr (K == UnaryKind::Sign) return T((v > T(0)) - (v < T(0)));
+    else if constexpr (K == UnaryKind::Relu) return !(v <= T(0)) ? v : T(0);  // NaN stays NaN
     else if constexpr (K == UnaryKind::Exp) return m_exp(v);
     else if constexpr (K == UnaryKind::Log) return m_log(v);
     else if constexpr (K == UnaryKind::Sqrt) return m_sqrt(v);

@@ -1,7 +1,7 @@
 // CUDA reductions. Sums run as row sums ([K, R], R contiguous: a warp or a block per row, long rows split into
-// fixed segments summed in a second pass) or column sums ([R, K], K contiguous: a thread per column and row
-// chunk, chunks summed in a second pass). Every output's reduction tree depends only on the shape: no atomics,
-// so results are bitwise reproducible run to run.
+// fixed segments summed in a second pass) or column sums ([R, K], K contiguous: a thread per column and chunk of
+// at most 256 rows, chunks summed in further passes). Every output's reduction tree depends only on the shape: no
+// atomics, so results are bitwise reproducible run to run.
 #include "cuda/reduce_kernels.h"
 
 #include <algorithm>
@@ -84,6 +84,7 @@ __global__ void column_sum_kernel(const T* __restrict__ x, T* __restrict__ out, 
 constexpr int64_t kSegment = 8192;      // long rows are summed segment by segment
 constexpr int64_t kSplitBelowRows = 1024;  // rows are split into segments only when there are fewer rows than this
 constexpr int64_t kColumnThreads = int64_t(1) << 17;
+constexpr int64_t kColumnRows = 256;  // the most rows one thread sums into a partial
 
 template <typename T>
 void launch_row_sums(const T* x, T* out, int64_t K, int64_t R, int64_t seg, int64_t segs, cudaStream_t stream) {
@@ -106,10 +107,12 @@ void row_sums(const Tensor& like, const T* x, T* out, int64_t K, int64_t R, cuda
   row_sums(like, static_cast<const T*>(partial.data_ptr<T>()), out, K, segs, stream);
 }
 
-// out[k] = sum_r x[r*K + k]
+// out[k] = sum_r x[r*K + k]: rows are split into chunks (enough for kColumnThreads threads, of at most kColumnRows
+// rows), whose partial sums [chunks, K] are column-summed the same way.
 template <typename T>
 void column_sums(const Tensor& like, const T* x, T* out, int64_t R, int64_t K, cudaStream_t stream) {
-  int64_t chunks = std::min((R + 31) / 32, std::max<int64_t>(1, kColumnThreads / K));
+  int64_t chunks = std::max(std::min((R + 31) / 32, std::max<int64_t>(1, kColumnThreads / K)),
+                            (R + kColumnRows - 1) / kColumnRows);
   const int64_t rows = (R + chunks - 1) / chunks;
   chunks = (R + rows - 1) / rows;
   if (chunks == 1) {

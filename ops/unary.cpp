@@ -71,9 +71,9 @@ Tensor sigmoid(const Tensor& x) {  // d sigmoid = y (1 - y)
   return unary_op("sigmoid", UnaryKind::Sigmoid, x,
                   [](const Tensor&, const Tensor& y, const Tensor& g) { return g * (y * (1.0 - y)); });
 }
-Tensor relu(const Tensor& x) {
+Tensor relu(const Tensor& x) {  // the gradient passes where x is NaN, as PyTorch's threshold_backward
   return unary_op("relu", UnaryKind::Relu, x,
-                  [](const Tensor& x, const Tensor&, const Tensor& g) { return where(gt(x, scalar_like(0, x)), g, scalar_like(0, g)); },
+                  [](const Tensor& x, const Tensor&, const Tensor& g) { return where(le(x, scalar_like(0, x)), scalar_like(0, g), g); },
                   false);
 }
 Tensor gelu(const Tensor& x, bool tanh_approximation) {

@@ -2,6 +2,7 @@
 #include "ops/cpu/elementwise_kernels.h"
 
 #include <cmath>
+#include <type_traits>
 
 #include "core/error.h"
 #include "ops/cpu/loops.h"
@@ -34,9 +35,11 @@ template <typename T>
 void unary_signed(UnaryKind kind, const Tensor& out, const Tensor& x) {
   switch (kind) {
     case UnaryKind::Neg: return unary_loop<T, T>(out, x, [](T v) { return T(-v); });
-    case UnaryKind::Abs: return unary_loop<T, T>(out, x, [](T v) { return v < T(0) ? T(-v) : v; });
+    case UnaryKind::Abs:  // fabs for floats: abs(-0) = +0
+      if constexpr (std::is_floating_point_v<T>) return unary_loop<T, T>(out, x, [](T v) { return std::fabs(v); });
+      else return unary_loop<T, T>(out, x, [](T v) { return v < T(0) ? T(-v) : v; });
     case UnaryKind::Sign: return unary_loop<T, T>(out, x, [](T v) { return T((v > T(0)) - (v < T(0))); });
-    case UnaryKind::Relu: return unary_loop<T, T>(out, x, [](T v) { return v > T(0) ? v : T(0); });
+    case UnaryKind::Relu: return unary_loop<T, T>(out, x, [](T v) { return !(v <= T(0)) ? v : T(0); });  // NaN stays
     default: fail("[unary] internal: kind not handled");
   }
 }

@@ -1,9 +1,10 @@
-// CPU reductions. Sums run as row sums ([K, R] with R contiguous) or column sums ([R, K]),
-// split by output element across threads so results never depend on the thread count.
+// CPU reductions. Sums run as row sums ([K, R] with R contiguous) or column sums ([R, K]), each split into
+// fixed chunks set by the shape alone, so results never depend on the thread count.
 #include "ops/cpu/reduce_kernels.h"
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -51,18 +52,27 @@ UOE_SIMD void add_row(T* acc, const T* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) acc[i] += x[i];
 }
 
-// out[k] = sum_r x[r*K + k]
+constexpr int64_t kColumnChunk = 256;   // rows per partial column sum
+constexpr int64_t kColumnBlock = 1024;  // columns per task: its accumulators stay in L1
+
+// out[k] = sum_r x[r*K + k]. Each (chunk of kColumnChunk rows, block of columns) is summed into its own row of
+// partials [chunks, K], which are then column-summed the same way: the order of additions depends on R and K only.
 template <typename T>
 void column_sums(const T* x, T* out, int64_t R, int64_t K) {
-  constexpr int64_t kBlock = 1024;
-  const int64_t blocks = (K + kBlock - 1) / kBlock;
+  const int64_t chunks = (R + kColumnChunk - 1) / kColumnChunk, blocks = (K + kColumnBlock - 1) / kColumnBlock;
+  // from the caching allocator: a fresh mmap'ed buffer would page-fault on every call
+  const Tensor partial = chunks > 1 ? empty({chunks, K}, TensorOptions{}.with_dtype(dtype_of<T>())) : Tensor();
+  T* sums = chunks > 1 ? partial.data_ptr<T>() : out;  // [chunks, K]
 #pragma omp parallel for schedule(static) if (K * R >= 32768 && !omp_in_parallel())
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t k0 = b * kBlock, n = std::min(kBlock, K - k0);
-    T* o = out + k0;
-    for (int64_t i = 0; i < n; ++i) o[i] = T(0);
-    for (int64_t r = 0; r < R; ++r) add_row(o, x + r * K + k0, n);
+  for (int64_t w = 0; w < chunks * blocks; ++w) {
+    const int64_t c = w / blocks, k0 = (w % blocks) * kColumnBlock, n = std::min(kColumnBlock, K - k0);
+    const int64_t r0 = c * kColumnChunk, r1 = std::min(R, r0 + kColumnChunk);
+    alignas(64) T acc[kColumnBlock];  // local, so threads never write next to each other's partials
+    std::fill(acc, acc + n, T(0));
+    for (int64_t r = r0; r < r1; ++r) add_row(acc, x + r * K + k0, n);
+    std::copy(acc, acc + n, sums + c * K + k0);
   }
+  if (chunks > 1) column_sums(static_cast<const T*>(sums), out, chunks, K);
 }
 
 }  // namespace

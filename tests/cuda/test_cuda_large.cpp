@@ -1,6 +1,6 @@
 // Tensors past 2^31 elements on the GPU: the kernels' 64-bit index paths, which no parity case reaches, checked on
-// the elements and rows at the very end (where a 32-bit index would have wrapped). Skips without a GPU, or when the
-// GPU has less than 32 GiB free.
+// the elements and rows at the very end (where a 32-bit index would have wrapped), and the accuracy of a column sum
+// that long. Skips without a GPU, or when the GPU has less than 32 GiB free.
 #include <gtest/gtest.h>
 
 #include "cuda/cuda_api.h"
@@ -48,6 +48,16 @@ TEST_F(CudaLarge, RowKernelsReachTheLastRowPast2To31Elements) {
   }
   const Tensor last = ops::softmax(x, -1).narrow(0, rows - 1, 1).reshape({cols}).to(Device::cpu()).to(DType::Float32);
   EXPECT_LT(testing::max_abs_diff(last, want), 1e-3);  // values 0.005-0.04, bfloat16 rounding
+}
+
+TEST_F(CudaLarge, ColumnSumPast2To31ElementsKeepsFloat32Accuracy) {
+  // Over 2^17 columns one thread summed a whole column (16385 rows) in float, ~4e-6 off for U[0,1) data; chunks of
+  // at most 256 rows keep it near the float64 sum. The last 64 columns are checked.
+  const int64_t rows = 16385, cols = int64_t(1) << 17;  // rows · cols > 2^31
+  const Tensor x = rand({rows, cols}, TensorOptions{}.with_device(Device::cuda(0)));
+  const Tensor got = ops::sum(x, {0}).narrow(0, cols - 64, 64).to(Device::cpu()).to(DType::Float64);
+  const Tensor want = ops::sum(x.narrow(1, cols - 64, 64).to(Device::cpu()).to(DType::Float64), {0});
+  EXPECT_LT(ops::max(ops::abs(got - want) / want).item<double>(), 1e-6);
 }
 
 #endif

@@ -1,6 +1,7 @@
 // Edge cases found by review, each once a crash, a hardware trap or a silently wrong value: dims of 0-dim
 // tensors, integer division, NaN in topk, norms over no rows, in-place writes through overlapping views, pow's
-// gradient at 0, fractional scalars with integer tensors, dropout's scale in bfloat16, scatter_add's dims.
+// gradient at 0, fractional scalars with integer tensors, dropout's scale in bfloat16, scatter_add's dims, NaN
+// through relu and the sign of abs(-0).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -119,6 +120,30 @@ TEST(EdgeCases, DropoutScalesBfloat16InFloat32AndRoundsOnce) {
 TEST(EdgeCases, ScatterAddNeedsMatchingDims) {
   expect_error([] { ops::scatter_add(zeros({4, 4}), 0, zeros({2, 2}, kI64), zeros({4})); },
                {"[scatter_add] src [4] and index [2, 2] must have the same number of dims"});
+}
+
+TEST(EdgeCases, ReluKeepsNaNAndAbsOfNegativeZeroIsPositive) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> v = {nan, -0.0, -2.5, 1.75, -std::numeric_limits<double>::infinity()};
+  for (DType t : {DType::Float32, DType::Float64, DType::BFloat16}) {
+    const Tensor x = from_vector(v, {5}, kF64).to(t).requires_grad_();
+    const Tensor y = ops::relu(x);
+    const auto r = y.to_vector<double>();
+    EXPECT_TRUE(std::isnan(r[0])) << dtype_name(t) << ": relu(NaN) is " << r[0];
+    EXPECT_EQ(r[2], 0.0);
+    EXPECT_EQ(r[3], 1.75);
+    // as PyTorch's threshold_backward (grad where not y <= 0): the gradient passes at NaN
+    y.backward(from_vector<double>({0.5, 0.25, 2.0, -3.0, 1.0}, {5}, kF64).to(t));
+    EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{0.5, 0.0, 0.0, -3.0, 0.0})) << dtype_name(t);
+    const auto a = ops::abs(x.detach()).to_vector<double>();
+    EXPECT_TRUE(std::isnan(a[0]));
+    EXPECT_FALSE(std::signbit(a[1])) << dtype_name(t) << ": abs(-0) is -0";
+    EXPECT_EQ(a[2], 2.5);
+    EXPECT_EQ(a[4], std::numeric_limits<double>::infinity());
+  }
+  const Tensor i = from_vector<int64_t>({-3, 0, 4}, {3}, kI64);
+  EXPECT_EQ(ops::abs(i).to_vector<int64_t>(), (std::vector<int64_t>{3, 0, 4}));
+  EXPECT_EQ(ops::relu(i).to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 4}));
 }
 
 }  // namespace

@@ -116,6 +116,16 @@ TEST(Forward, Reductions) {
   expect_close(ops::sum(big.to(DType::Float32), {0}), ops::sum(big, {0}).to_vector<double>(), 1e-4);
 }
 
+TEST(Forward, LongColumnSumsKeepFloat32Accuracy) {
+  // Sums over dim 0 of [R, K] (also every broadcast backward's sum_to) run down the columns in fixed row chunks:
+  // one running float sum per column over 2^20 rows was ~1e-5 off; now as close as a row sum.
+  const Tensor x = random_double({1 << 20, 3}, 11, true).to(DType::Float32);  // [2^20, 3] in [0.5, 2)
+  const auto got = ops::sum(x, {0}).to_vector<double>(), want = ops::sum(x.to(DType::Float64), {0}).to_vector<double>();
+  for (size_t k = 0; k < 3; ++k) EXPECT_LT(std::fabs(got[k] - want[k]) / want[k], 1e-6) << "column " << k;
+  const auto mean = ops::mean(x, {0}).to_vector<double>();
+  for (size_t k = 0; k < 3; ++k) EXPECT_NEAR(mean[k], want[k] / double(1 << 20), 1e-6) << "column " << k;
+}
+
 TEST(Forward, SoftmaxCrossEntropyNormsHandValues) {
   expect_close(ops::softmax(from_vector<double>({0.0, std::log(2.0)}, {1, 2}, kF64)), {1.0 / 3, 2.0 / 3}, 1e-12);
   expect_close(ops::log_softmax(from_vector<double>({0.0, 0.0}, {2}, kF64)), {-std::log(2.0), -std::log(2.0)}, 1e-12);
@@ -203,10 +213,12 @@ TEST(Forward, ReducedPrecisionComputesInFloat32) {
 TEST(Forward, ResultsDoNotDependOnThreadCount) {
   const Tensor a = random_double({300, 257}, 8).to(DType::Float32), b = random_double({257, 190}, 9).to(DType::Float32);
   const Tensor q = random_double({2, 4, 130, 32}, 10).to(DType::Float32);
+  const Tensor tall = random_double({70001, 3}, 12).to(DType::Float32);  // column sums over many row chunks
   auto run = [&] {
     std::vector<std::vector<float>> r;
     r.push_back(ops::matmul(a, b).to_vector<float>());
     r.push_back(ops::sum(a, {0}).to_vector<float>());
+    r.push_back(ops::sum(tall, {0}).to_vector<float>());
     r.push_back(ops::sum(a).to_vector<float>());
     r.push_back(ops::softmax(a).to_vector<float>());
     r.push_back(ops::rms_norm(a, Tensor()).to_vector<float>());
