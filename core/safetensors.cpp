@@ -92,7 +92,7 @@ Entry parse_entry(const std::string& name, const json::Value& v, uint64_t buffer
     if (d.as_uint() > 0) extent = std::min<unsigned __int128>(extent * d.as_uint(), (unsigned __int128)INT64_MAX + 1);
   }
   UOE_CHECK(extent <= (unsigned __int128)INT64_MAX, where, ": shape ", shape_str(e.shape),
-            " has more elements than an int64 can count");
+            ": the product of its non-zero dims (which sets its strides) overflows int64");
   const unsigned __int128 numel = empty ? 0 : extent;
 
   UOE_CHECK(v.contains("data_offsets"), where, ": missing field \"data_offsets\"");

@@ -1,8 +1,8 @@
 // UOE_SIMD: compile a function for AVX-512, AVX2+FMA and baseline x86-64, one picked at load time (target_clones;
 // GCC on x86-64 Linux; not under AddressSanitizer, whose start-up runs after the load-time pick). A build configured
 // with -DUOE_PIN_ISA=<arch> (e.g. x86-64-v3) compiles that one version instead, so that its tests run the code that
-// version runs on a machine that would pick another: scripts/test.sh's sanitizer pass pins AVX2 (the path of most
-// laptops) where the machine has it, while the plain pass runs the machine's own pick (AVX-512 on most servers).
+// version runs on a machine that would pick another (the AVX2 path of most laptops, on an AVX-512 server). Pin a
+// build without sanitizers: with them GCC does not vectorise these loops at all.
 #pragma once
 
 #if defined(UOE_PINNED_ISA)

@@ -206,7 +206,7 @@ Batch TokenDataset::train_batch(uint64_t seed, uint64_t step, int64_t B, int64_t
 }
 
 int64_t TokenDataset::val_batch_count(int64_t B, int64_t T, int64_t max_batches) const {
-  UOE_CHECK(B >= 1 && T >= 1, "[TokenDataset::val_batches] B and T must be >= 1, got B=", B, " T=", T);
+  UOE_CHECK(B >= 1 && T >= 1, "[TokenDataset::val_batch_count] B and T must be >= 1, got B=", B, " T=", T);
   check_split("validation", val_tokens_, T);
   const int64_t windows = (val_tokens_ - 1) / T, n_batches = (windows + B - 1) / B;
   return max_batches >= 0 ? std::min(n_batches, max_batches) : n_batches;
@@ -214,7 +214,8 @@ int64_t TokenDataset::val_batch_count(int64_t B, int64_t T, int64_t max_batches)
 
 Batch TokenDataset::val_batch(int64_t k, int64_t B, int64_t T) const {
   const int64_t n_batches = val_batch_count(B, T), windows = (val_tokens_ - 1) / T;
-  UOE_CHECK(k >= 0 && k < n_batches, "[TokenDataset::val_batches] batch ", k, " of ", n_batches);
+  UOE_CHECK(k >= 0 && k < n_batches, "[TokenDataset::val_batch] batch index ", k, " is out of range [0, ", n_batches,
+            ")");
   const int64_t first = k * B, rows = std::min(B, windows - first);
   std::vector<int64_t> starts(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) starts[size_t(r)] = val_begin() + (first + r) * T;

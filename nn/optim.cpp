@@ -66,35 +66,41 @@ void with_buffers(const Tensor& p, const Tensor& g, const Body& body) {
 // its storage, so that a ZeRO shard (a view at an offset into the parameter) rounds like the whole parameter.
 cpu::RoundingKey rounding_key(const Tensor& p, int64_t step) { return {uint32_t(step), p.offset()}; }
 
-// Σ g² of one gradient in float64 into *out (memory on g's device), without a float64 copy of it.
-void squared_norm(const Tensor& g, double* out) {
-  const Tensor c = g.contiguous();
+// Σ t² of one tensor in float64 into *out (memory on t's device), without a float64 copy of it.
+void squared_norm(const Tensor& t, double* out) {
+  const Tensor c = t.contiguous();
   const ops::OnDevice on_device(c);
   switch (c.dtype()) {
     case DType::Float32: return UOE_KERNEL(c, squared_norm(c.data_ptr<float>(), c.numel(), out));
     case DType::Float64: return UOE_KERNEL(c, squared_norm(c.data_ptr<double>(), c.numel(), out));
     case DType::BFloat16: return UOE_KERNEL(c, squared_norm(c.data_ptr<BFloat16>(), c.numel(), out));
-    default: fail("[clip_grad_norm] a gradient is ", dtype_name(c.dtype()), ": expected float32, float64 or bfloat16");
+    default: fail("[global_norm] a tensor is ", dtype_name(c.dtype()), ": expected float32, float64 or bfloat16");
   }
 }
 
-// Σ g² over the gradients of `params`, added in their order: each gradient's sum lands in one float64 vector on
-// their device, read back once (one synchronisation on a GPU, not one per gradient).
-double sum_of_squares(const std::vector<Tensor>& params) {
-  std::vector<Tensor> grads;
-  for (const Tensor& p : params)
-    if (p.grad().defined()) grads.push_back(p.grad());
-  if (grads.empty()) return 0.0;
-  const Device device = grads.front().device();
-  Tensor parts = empty({int64_t(grads.size())}, TensorOptions{}.with_dtype(DType::Float64).with_device(device));
-  for (size_t i = 0; i < grads.size(); ++i) {
-    UOE_CHECK(grads[i].device() == device, "[clip_grad_norm] gradients on ", device.str(), " and ",
-              grads[i].device().str(), ": expected one device");
-    squared_norm(grads[i], parts.data_ptr<double>() + i);
+// Σ t² over the defined `tensors`, added in their order: each tensor's sum lands in one float64 vector on their
+// device, read back once (one synchronisation on a GPU, not one per tensor).
+double sum_of_squares(const std::vector<Tensor>& tensors) {
+  std::vector<Tensor> defined;
+  for (const Tensor& t : tensors)
+    if (t.defined()) defined.push_back(t);
+  if (defined.empty()) return 0.0;
+  const Device device = defined.front().device();
+  Tensor parts = empty({int64_t(defined.size())}, TensorOptions{}.with_dtype(DType::Float64).with_device(device));
+  for (size_t i = 0; i < defined.size(); ++i) {
+    UOE_CHECK(defined[i].device() == device, "[global_norm] tensors on ", device.str(), " and ",
+              defined[i].device().str(), ": expected one device");
+    squared_norm(defined[i], parts.data_ptr<double>() + i);
   }
   double s = 0;
   for (double v : parts.to_vector<double>()) s += v;
   return s;
+}
+
+std::vector<Tensor> grads_of(const std::vector<Tensor>& params) {
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params) grads.push_back(p.grad());
+  return grads;
 }
 
 }  // namespace
@@ -212,17 +218,22 @@ double warmup_cosine_lr(int64_t step, int64_t warmup, int64_t total, double max_
   return min_lr + 0.5 * (max_lr - min_lr) * (1.0 + std::cos(M_PI * progress));
 }
 
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, const std::vector<Tensor>& sharded,
-                      Communicator* group) {
+double global_norm(const std::vector<Tensor>& tensors, const std::vector<Tensor>& sharded, Communicator* group) {
   NoGradGuard no_grad;
-  double sumsq = sum_of_squares(params);
+  double sumsq = sum_of_squares(tensors);
   if (!sharded.empty() || group) {
-    UOE_CHECK(group, "[clip_grad_norm] sharded parameters need the group that shares them");
+    UOE_CHECK(group, "[global_norm] sharded tensors need the group that shares them");
     const Tensor part = from_vector<double>({sum_of_squares(sharded)}, {1});
     group->all_reduce(part);
     sumsq += part.item<double>();
   }
-  const double norm = std::sqrt(sumsq);
+  return std::sqrt(sumsq);
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, const std::vector<Tensor>& sharded,
+                      Communicator* group) {
+  NoGradGuard no_grad;
+  const double norm = global_norm(grads_of(params), grads_of(sharded), group);
   if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) {
     const double scale = max_norm / (norm + 1e-6);
     for (const std::vector<Tensor>* ps : {&params, &sharded})

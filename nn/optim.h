@@ -71,5 +71,9 @@ double warmup_cosine_lr(int64_t step, int64_t warmup, int64_t total, double max_
 // slices): their squares are summed over the group; `params` are the same on every rank and counted once.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, const std::vector<Tensor>& sharded = {},
                       Communicator* group = nullptr);
+// The L2 norm of `tensors` (undefined ones skipped) and, summed over `group`, of `sharded`, in float64 and a fixed
+// order: what clip_grad_norm computes of the gradients (nn::train also checks the weights with it before a save).
+double global_norm(const std::vector<Tensor>& tensors, const std::vector<Tensor>& sharded = {},
+                   Communicator* group = nullptr);
 
 }  // namespace uoe::nn

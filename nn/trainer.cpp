@@ -266,7 +266,18 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     s["total_steps"] = o.steps;
     return s;
   };
+  auto tensors_of = [](const NamedTensors& named) {
+    std::vector<Tensor> out;
+    for (const auto& [name, t] : named) out.push_back(t);
+    return out;
+  };
+  const std::vector<Tensor> replicated_params = tensors_of(replicated), sharded_params = tensors_of(sharded);
   auto save = [&](int64_t step) {
+    // Never weights that an update broke (a step without validation may be saved): every rank gets the same norm.
+    const double norm = global_norm(replicated_params, sharded_params, expert_group.get());
+    UOE_CHECK(std::isfinite(norm), "[train] the weights are not finite after step ", step, " (norm ", norm,
+              "): training diverged in that step's update; nothing was saved; resume from the last checkpoint with a "
+              "lower --lr");
     // Checkpoints hold whole tensors: ZeRO's row shards, then the expert slices, are gathered over the ranks one
     // tensor at a time as rank 0 writes them (every rank takes part, in the same order), so no rank ever holds the
     // whole optimiser state or every expert.
@@ -282,12 +293,6 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     dps.push_back(std::make_unique<DataParallel>(replicated, comm, share, o.bucket_bytes));
     if (!sharded.empty()) dps.push_back(std::make_unique<DataParallel>(sharded, *replica_group, share, o.bucket_bytes));
   }
-  auto tensors_of = [](const NamedTensors& named) {
-    std::vector<Tensor> out;
-    for (const auto& [name, t] : named) out.push_back(t);
-    return out;
-  };
-  const std::vector<Tensor> replicated_params = tensors_of(replicated), sharded_params = tensors_of(sharded);
 
   const double train_flops = training_flops_per_token(config, o.seq);
   StopSignals signals;

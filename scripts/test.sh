@@ -6,14 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 UOE_CMAKE_ARGS="-DUOE_WERROR=ON ${UOE_CMAKE_ARGS:-}" ./scripts/setup.sh
 ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 600
-# The sanitizer build runs the CPU kernels' AVX2 versions where the machine has AVX2 (the plain build runs the
-# machine's own pick, AVX-512 on most servers), so that both paths are tested.
-pin=""
-if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && grep -qw bmi2 /proc/cpuinfo && \
-   grep -qw f16c /proc/cpuinfo && grep -qw movbe /proc/cpuinfo; then
-  pin="-DUOE_PIN_ISA=x86-64-v3"
-fi
-UOE_BUILD_DIR=build-sanitize \
-  UOE_CMAKE_ARGS="-DUOE_SANITIZE=ON -DUOE_CUDA=OFF -DUOE_BUILD_BENCH=OFF -DUOE_WERROR=ON $pin" ./scripts/setup.sh
+UOE_BUILD_DIR=build-sanitize UOE_CMAKE_ARGS="-DUOE_SANITIZE=ON -DUOE_CUDA=OFF -DUOE_BUILD_BENCH=OFF -DUOE_WERROR=ON" \
+  ./scripts/setup.sh
 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-sanitize --output-on-failure -j"$(nproc)" -L sanitize --timeout 900

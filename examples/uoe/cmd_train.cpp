@@ -189,8 +189,9 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
                 o.save_at_end ? ("checkpoint in " + ckpt).c_str() : "no checkpoint (--no-save)");
   if (lead && !r.interrupted && r.steps < o.steps)
     std::printf("--minutes ended the run at step %ld of --steps %ld, with the learning rate still at %.3g (the cosine "
-                "schedule spans --steps); for a fully decayed run in this time, pass --steps %ld\n",
-                long(r.steps), long(o.steps), r.last_lr, long(r.steps));
+                "schedule spans --steps)%s\n",
+                long(r.steps), long(o.steps), r.last_lr,
+                resuming ? "" : ("; for a fully decayed run in this time, pass --steps " + std::to_string(r.steps)).c_str());
   return 0;
 }
 

@@ -106,21 +106,31 @@ TEST(TrainingGuards, DivergenceStopsWithTheStepAndKeepsTheLastCheckpoint) {
       << msg;
 }
 
-TEST(TrainingGuards, AnUpdateThatBreaksTheWeightsStopsAtTheValidationWithoutLoggingOrSaving) {
+TEST(TrainingGuards, AnUpdateThatBreaksTheWeightsIsNeitherLoggedNorSaved) {
   const std::string dir = temp_dir("guards_val_nan");
   auto data = micro_data(dir);
   auto tok = make_byte_tokenizer();
-  TrainOptions o = options(dir + "/run", 3);
+  // Step 1's gradient is finite; its update makes the weights infinite. Validated: the validation loss says so.
+  TrainOptions o = options(dir + "/validated", 3);
   o.warmup = 0;
-  o.lr = o.min_lr = 1e38;  // step 1's gradient is finite; its update makes the weights infinite
+  o.lr = o.min_lr = 1e38;
   o.clip = 0;
   o.eval_every = 1;
   o.save_every = 1;
-  const std::string msg = error_of([&] { train(micro(FfnKind::Dense), o, *data, *tok); });
+  std::string msg = error_of([&] { train(micro(FfnKind::Dense), o, *data, *tok); });
   EXPECT_NE(msg.find("[train] the validation loss is nan after step 1: training diverged in that step's update"),
             std::string::npos) << msg;
-  EXPECT_TRUE(test::metric_lines(dir + "/run").empty());
-  EXPECT_FALSE(std::filesystem::exists(dir + "/run/checkpoint"));
+  EXPECT_TRUE(test::metric_lines(dir + "/validated").empty());
+  EXPECT_FALSE(std::filesystem::exists(dir + "/validated/checkpoint"));
+  // Saved without a validation: the save checks the weights (it wrote them, NaN, and the next step's error said to
+  // resume from them).
+  o.out_dir = dir + "/saved";
+  o.eval_every = 0;
+  msg = error_of([&] { train(micro(FfnKind::Dense), o, *data, *tok); });
+  EXPECT_NE(msg.find("[train] the weights are not finite after step 1 (norm "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("nothing was saved; resume from the last checkpoint with a lower --lr"), std::string::npos)
+      << msg;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/saved/checkpoint"));
 }
 
 class TrainingCliGuards : public ::testing::Test {
