@@ -37,8 +37,6 @@ void kernel_f16_to_f32(const uint16_t* __restrict in, float* __restrict out, int
   for (int64_t i = 0; i < n; ++i) out[i] = f16_bits_to_float(in[i]);
 }
 
-#undef UOE_SIMD
-
 // Runs kernel(in + b, out + b, len) over [0, n), in parallel chunks when n is large and we are
 // not already inside a parallel region. Output is identical whatever the split.
 template <class In, class Out, class Kernel>

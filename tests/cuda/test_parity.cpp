@@ -75,6 +75,8 @@ std::vector<ParityCase> cases() {
   c.push_back({"where", {{9, 13}, {9, 13}}, [](const Inputs& x) { return ops::where(ops::gt(x[0], x[1]), x[0], x[1] * 2.0); }});
   c.push_back({"sum_dims", {{5, 6, 7}}, [](const Inputs& x) { return ops::sum(x[0], {0, 2}); }});
   c.push_back({"sum_all", {{129, 33}}, [](const Inputs& x) { return ops::sum(x[0]); }});
+  // down long columns: row chunks whose partial sums are column-summed again, three levels deep on the GPU
+  c.push_back({"sum_long_columns", {{70001, 3}}, [](const Inputs& x) { return ops::sum(x[0], {0}); }});
   c.push_back({"mean_keepdim", {{5, 6, 7}}, [](const Inputs& x) { return ops::mean(x[0], {1}, true); }});
   c.push_back({"max_dim", {{12, 31}}, [](const Inputs& x) { return ops::max(x[0], 1); }});
   c.push_back({"min_dim0", {{12, 31}}, [](const Inputs& x) { return ops::min(x[0], 0); }});
