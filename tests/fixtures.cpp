@@ -5,17 +5,50 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "nn/tokenizer.h"
 
 namespace uoe::test {
 
+namespace {
+
+// The directories temp_dir made in this process. At exit they are removed, unless a test failed: then they
+// stay for inspection, and their paths are printed. A forked child that exits leaves them to its parent.
+std::vector<std::string>& made_dirs() {
+  static std::vector<std::string> dirs;
+  return dirs;
+}
+pid_t made_dirs_owner = 0;
+
+void remove_made_dirs() {
+  if (::getpid() != made_dirs_owner) return;
+  const bool failed = ::testing::UnitTest::GetInstance()->Failed();
+  for (const std::string& d : made_dirs()) {
+    if (failed) {
+      std::fprintf(stderr, "a test failed: kept its directory %s\n", d.c_str());
+    } else {
+      std::error_code ignored;
+      std::filesystem::remove_all(d, ignored);
+    }
+  }
+}
+
+}  // namespace
+
 std::string temp_dir(const std::string& name) {
   const std::string d = ::testing::TempDir() + "uoe_" + name + "_" + std::to_string(::getpid());
-  std::system(("rm -rf '" + d + "' && mkdir -p '" + d + "'").c_str());
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  if (made_dirs().empty()) {
+    made_dirs_owner = ::getpid();
+    std::atexit(remove_made_dirs);
+  }
+  if (std::find(made_dirs().begin(), made_dirs().end(), d) == made_dirs().end()) made_dirs().push_back(d);
   return d;
 }
 

@@ -12,7 +12,8 @@
 
 namespace uoe::test {
 
-// A fresh empty directory under the test temp dir, unique to this process.
+// A fresh empty directory under the test temp dir, unique to this process and name. It is removed when the
+// process exits, unless a test failed (then its path is printed, and it stays for inspection).
 std::string temp_dir(const std::string& name);
 
 // A 2-layer, d = 32 model of the given FFN kind (4 experts, top-2, D = 32, r = 8): trains in milliseconds.

@@ -2,6 +2,7 @@
 // it throws from a gradient hook during backward (run_or_abort must end them all), or it stops answering (sleeps;
 // the collective watchdog of the others must end the run).
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "core/collective_watchdog.h"
@@ -18,6 +19,9 @@ int run_failing_steps(Communicator& comm, int failing_rank, bool stall) {
   if (comm.rank() == 0) micro_data(dir);
   comm.barrier();
   const nn::TokenDataset data(std::make_shared<nn::TokenFile>(dir + "/tokens.bin"));
+  // This run ends in an abort, which skips temp_dir's removal at exit: every rank has its tokens now.
+  comm.barrier();
+  if (comm.rank() == 0) std::filesystem::remove_all(dir);
   auto model = micro_model(0);
   const nn::RowRange rows = nn::rank_rows(4, comm.rank(), comm.size());
   nn::DataParallel dp(model->named_parameters(), comm, double(rows.count) / 4, 1024);
