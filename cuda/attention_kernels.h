@@ -64,8 +64,8 @@ inline bool mma_head_dim(int64_t Dh) { return Dh == 64 || Dh == 96 || Dh == 128;
 // default: 128-query tiles, each K/V fragment feeds two MMAs). Process-wide; for benchmarks and parity tests.
 void set_attention_forward_m_tiles(int m_tiles);
 int attention_forward_m_tiles();
-// Tensor-core bf16 kernels (cuda/attention_mma.cu); raw bf16 bits, preconditions checked by the callers above.
-// dsum: contiguous [B, H, T] float, rowsum(dout ⊙ out).
+// Tensor-core bf16 kernels (cuda/attention_mma_forward.cu, cuda/attention_mma_backward.cu); raw bf16 bits,
+// preconditions checked by the callers above. dsum: contiguous [B, H, T] float, rowsum(dout ⊙ out).
 void attention_forward_mma(const AttnShape& s, const uint16_t* q, AttnStrides qs, const uint16_t* k, AttnStrides ks,
                            const uint16_t* v, AttnStrides vs, uint16_t* out, AttnStrides os, float* lse);
 void attention_backward_mma(const AttnShape& s, const uint16_t* q, AttnStrides qs, const uint16_t* k, AttnStrides ks,
