@@ -1,6 +1,8 @@
 // uoe::cuda MoE kernels: the CUDA mirror of ops/cpu/expert_kernels.h (routing, group L2 norm, expert counts,
 // dropless grouped SwiGLU experts), name for name and signature for signature, on device pointers; the experts
 // also natively in bfloat16.
+// Defined in cuda/routing_kernels.cu (routing, group L2 norm), cuda/expert_plan.cu (expert counts, the plan) and
+// cuda/expert_ffn.cu (the experts).
 #pragma once
 #include <cstdint>
 

@@ -1,43 +1,23 @@
-// uoe::cuda MoE kernels: routing, group L2 norm, router losses and the grouped SwiGLU expert FFN (fwd + bwd).
+// uoe::cuda grouped SwiGLU experts (expert_ffn forward and backward): gather rows by expert, one grouped cuBLAS call
+// per GEMM stage, SwiGLU, combine and scatter back; float, double and bfloat16.
 #include "cuda/expert_kernels.h"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <type_traits>
 #include <vector>
 
-#include "core/allocator.h"
-#include "core/error.h"
-#include "cuda/check.h"
+#include "cuda/expert_common.cuh"
 #include "cuda/grouped_gemm.h"
-#include "cuda/launch.h"
 #include "cuda/storage_access.cuh"
-#include "cuda/stream.h"
 
 namespace uoe::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
-// Blocks for a grid-stride loop over `work` items (at least 1; the loops cover whatever the grid does not).
-unsigned blocks_for(int64_t work, int threads = kThreads) {
-  return unsigned(std::clamp<int64_t>((work + threads - 1) / threads, 1, int64_t(1) << 20));
-}
 unsigned row_blocks(int64_t rows) { return unsigned(std::clamp<int64_t>(rows, 1, int64_t(1) << 20)); }
 
-
-template <typename T>
-DeviceBuffer buffer(const LaunchContext& c, int64_t elems) {
-  return DeviceBuffer(c.device, size_t(std::max<int64_t>(elems, 0)) * sizeof(T));
-}
-
-template <typename T>
-void zero(const LaunchContext& c, T* p, int64_t elems, const char* op) {
-  if (p && elems > 0) UOE_CUDA_CHECK(op, cudaMemsetAsync(p, 0, size_t(elems) * sizeof(T), c.stream));
-}
 // Zeroes `rows` runs of `width` elements, consecutive runs `pitch` elements apart.
 template <typename T>
 void zero_2d(const LaunchContext& c, T* p, int64_t pitch, int64_t width, int64_t rows, const char* op) {
@@ -94,108 +74,6 @@ __device__ __forceinline__ double silu_grad(double x) {
   return (xc >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e)) + xc * (e / ((1.0 + e) * (1.0 + e)));
 }
 
-// ---- routing ----------------------------------------------------------------------------------------------
-// Ranking of experts: higher score first, NaN before any number, ties by lower index (a strict total order).
-template <typename T>
-__device__ __forceinline__ bool ranks_before(const T* row, int64_t a, int64_t b) {
-  const T va = row[a], vb = row[b];
-  const bool na = isnan(va), nb = isnan(vb);
-  if (na || nb) return na && (!nb || a < b);
-  if (va != vb) return va > vb;
-  return a < b;
-}
-
-// One thread per token. The j-th pick is the best expert ranked after the (j-1)-th pick, which is the CPU's
-// partial sort under a strict total order. Softmax in double, every expression as on the CPU.
-template <typename T>
-__global__ void route_forward_kernel(RouteSpec s, const T* scores, int64_t* indices, T* weights, T* probs) {
-  const int64_t n = s.n, K = s.K;
-  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < s.T; t += int64_t(gridDim.x) * blockDim.x) {
-    const T* row = scores + t * n;
-    int64_t* idx = indices + t * K;
-    int64_t prev = -1;
-    for (int64_t j = 0; j < K; ++j) {
-      int64_t best = -1;
-      for (int64_t i = 0; i < n; ++i) {
-        if (prev >= 0 && !ranks_before(row, prev, i)) continue;  // already picked
-        if (best < 0 || ranks_before(row, i, best)) best = i;
-      }
-      idx[j] = best;
-      prev = best;
-    }
-    double mx = -INFINITY;  // std::max semantics: a NaN score never becomes the max
-    for (int64_t i = 0; i < n; ++i) {
-      const double v = double(row[i]);
-      mx = mx < v ? v : mx;
-    }
-    double z = 0;
-    for (int64_t i = 0; i < n; ++i) z += exp(double(row[i]) - mx);
-    if (probs)
-      for (int64_t i = 0; i < n; ++i) probs[t * n + i] = T(exp(double(row[i]) - mx) / z);
-    int64_t c = K;  // number of selected experts
-    if (s.p >= 0) {
-      double cum = 0;
-      for (c = 0; c < K;) {
-        cum += exp(double(row[idx[c]]) - mx) / z;
-        ++c;
-        if (cum > s.p) break;
-      }
-    }
-    double zs = 0;
-    for (int64_t j = 0; j < c; ++j) zs += exp(double(row[idx[j]]) - mx);
-    for (int64_t j = 0; j < K; ++j) {
-      const int64_t i = idx[j];
-      weights[t * K + j] = j < c ? T(exp(double(row[i]) - mx) / (s.full_softmax ? z : zs)) : T(0);
-      if (j >= c) idx[j] = -1;
-    }
-  }
-}
-
-template <typename T>
-__global__ void route_backward_kernel(RouteSpec s, const int64_t* indices, const T* weights, const T* probs,
-                                      const T* dweights, T* dscores) {
-  const int64_t n = s.n, K = s.K;
-  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < s.T; t += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t* idx = indices + t * K;
-    const T *w = weights + t * K, *dw = dweights + t * K;
-    T* ds = dscores + t * n;
-    double dot = 0;  // sum_k w_k dw_k
-    for (int64_t k = 0; k < K; ++k)
-      if (idx[k] >= 0) dot += double(w[k]) * double(dw[k]);
-    if (s.full_softmax) {
-      const T* p = probs + t * n;
-      for (int64_t i = 0; i < n; ++i) ds[i] = T(-double(p[i]) * dot);
-      for (int64_t k = 0; k < K; ++k)  // + p_i dp_i
-        if (idx[k] >= 0) ds[idx[k]] = T(double(ds[idx[k]]) + double(p[idx[k]]) * double(dw[k]));
-    } else {
-      for (int64_t i = 0; i < n; ++i) ds[i] = T(0);
-      for (int64_t k = 0; k < K; ++k)
-        if (idx[k] >= 0) ds[idx[k]] = T(double(ds[idx[k]]) + double(w[k]) * (double(dw[k]) - dot));
-    }
-  }
-}
-
-// ---- group L2 norm ----------------------------------------------------------------------------------------
-template <typename T>
-__global__ void group_l2norm_forward_kernel(int64_t count, int64_t r, const T* h, T* norm) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
-    const T* v = h + i * r;
-    double acc = 0;
-    for (int64_t j = 0; j < r; ++j) acc += double(v[j]) * double(v[j]);
-    norm[i] = T(sqrt(acc));
-  }
-}
-
-template <typename T>
-__global__ void group_l2norm_backward_kernel(int64_t count, int64_t r, const T* h, const T* norm, const T* dnorm,
-                                             T* dh) {
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count; e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t i = e / r;
-    const T scale = norm[i] == T(0) ? T(0) : dnorm[i] / norm[i];
-    dh[e] = h[e] * scale;
-  }
-}
-
 // ---- grouped SwiGLU experts -------------------------------------------------------------------------------
 // The plan on the device: sorted row -> pair id, pair id -> sorted row (-1 empty), sorted row -> expert.
 struct PlanView {
@@ -217,70 +95,6 @@ void check_plan(const ExpertShape& s, const DeviceExpertPlan& plan, const char* 
   UOE_CHECK(int64_t(plan.offsets.size()) == s.n + 1 && plan.bad_slot < 0 && plan.storage.defined() &&
                 plan.storage.numel() == 2 * plan.rows() + s.T * s.K,
             "[", op, "] expert plan does not match the shape (T=", s.T, ", K=", s.K, ", n=", s.n, ")");
-}
-
-// ---- planning on the device -------------------------------------------------------------------------------------
-constexpr int kPlanThreads = 1024;
-constexpr int64_t kMaxPlanExperts = 4096;  // the counting histogram lives in shared memory
-
-// counts[e] += the slots routed to expert e (a shared-memory histogram per block, then one atomic per expert);
-// first_bad (nullable) = the smallest slot whose index is outside [-1, n). Integer atomics: exact whatever the order.
-__global__ void count_slots_kernel(const int64_t* idx, int64_t TK, int64_t n, unsigned long long* counts,
-                                   unsigned long long* first_bad) {
-  extern __shared__ unsigned long long hist[];  // [n]
-  for (int64_t e = threadIdx.x; e < n; e += blockDim.x) hist[e] = 0;
-  __syncthreads();
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < TK; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t v = idx[i];
-    if (v >= 0 && v < n)
-      atomicAdd(&hist[v], 1ull);
-    else if (v != -1 && first_bad)
-      atomicMin(first_bad, static_cast<unsigned long long>(i));
-  }
-  __syncthreads();
-  for (int64_t e = threadIdx.x; e < n; e += blockDim.x)
-    if (hist[e]) atomicAdd(&counts[e], hist[e]);
-}
-
-// One block per expert e, a stable counting sort: the j-th slot (in slot order) routed to e gets sorted row
-// offsets[e] + j: pair[row] = slot, row_of[slot] = row, row_expert[row] = e. Ranks come from a block-wide
-// prefix count of ballots, so the plan is the CPU's (cpu::plan_experts) exactly.
-__global__ void __launch_bounds__(kPlanThreads)
-    plan_slots_kernel(const int64_t* idx, int64_t TK, const unsigned long long* counts, int64_t* pair,
-                      int64_t* row_of, int64_t* row_expert) {
-  constexpr int kWarps = kPlanThreads / 32;
-  __shared__ int64_t warp_count[kWarps];
-  __shared__ int64_t first_row;
-  const int64_t e = blockIdx.x;
-  if (counts[e] == 0) return;
-  if (threadIdx.x == 0) {
-    int64_t b = 0;
-    for (int64_t j = 0; j < e; ++j) b += int64_t(counts[j]);
-    first_row = b;
-  }
-  __syncthreads();
-  int64_t base = first_row;
-  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
-  for (int64_t start = 0; start < TK; start += kPlanThreads) {
-    const int64_t i = start + threadIdx.x;
-    const bool mine = i < TK && idx[i] == e;
-    const unsigned ballot = __ballot_sync(0xffffffffu, mine);
-    if (lane == 0) warp_count[warp] = __popc(ballot);
-    __syncthreads();
-    int64_t before = 0, total = 0;
-    for (int w = 0; w < kWarps; ++w) {
-      before += w < warp ? warp_count[w] : 0;
-      total += warp_count[w];
-    }
-    if (mine) {
-      const int64_t r = base + before + __popc(ballot & ((1u << lane) - 1u));
-      pair[r] = i;
-      row_of[i] = r;
-      row_expert[r] = e;
-    }
-    base += total;
-    __syncthreads();  // warp_count is rewritten by the next chunk
-  }
 }
 
 // Per sorted row i (token t = pair / K, expert e): xs[i] = x[t]; gs[i] = gate[t, e] (gn == 1, a shared gate:
@@ -408,105 +222,6 @@ void zero_weight_grads(const LaunchContext& c, const ExpertShape& s, const Devic
       zero(c, dwd ? dwd + e * D * d : nullptr, D * d, op);
     }
 }
-
-}  // namespace
-
-// ---- the expert plan ------------------------------------------------------------------------------------------
-DeviceExpertPlan plan_experts(const int64_t* indices, int64_t T, int64_t K, int64_t n) {
-  const char* op = "expert_ffn";
-  UOE_CHECK(n >= 1 && n <= kMaxPlanExperts, "[", op, "] a GPU plan takes 1 to ", kMaxPlanExperts, " experts, got ",
-            n);
-  const LaunchContext c = launch_context(op);
-  const int64_t TK = T * K;
-  DeviceExpertPlan plan;
-  // counts [n] and first_bad, together: one copy back
-  DeviceBuffer tally = buffer<unsigned long long>(c, n + 1);
-  unsigned long long* counts = tally.get<unsigned long long>();
-  zero(c, counts, n, op);
-  UOE_CUDA_CHECK(op, cudaMemsetAsync(counts + n, 0xFF, sizeof(unsigned long long), c.stream));  // none bad
-  if (TK > 0) {
-    count_slots_kernel<<<blocks_for(TK, kPlanThreads), kPlanThreads, size_t(n) * sizeof(unsigned long long),
-                         c.stream>>>(indices, TK, n, counts, counts + n);
-    check_launch(op);
-  }
-  std::vector<unsigned long long> host(size_t(n + 1));
-  UOE_CUDA_CHECK(op, cudaMemcpyAsync(host.data(), counts, host.size() * sizeof(unsigned long long),
-                                     cudaMemcpyDeviceToHost, c.stream));
-  UOE_CUDA_CHECK(op, cudaStreamSynchronize(c.stream));
-  if (host[size_t(n)] != ~0ull) {  // a bad index: report the first, plan nothing
-    plan.bad_slot = int64_t(host[size_t(n)]);
-    UOE_CUDA_CHECK(op, cudaMemcpy(&plan.bad_index, indices + plan.bad_slot, sizeof(int64_t), cudaMemcpyDeviceToHost));
-    return plan;
-  }
-  plan.offsets.assign(size_t(n + 1), 0);
-  for (int64_t e = 0; e < n; ++e) plan.offsets[size_t(e + 1)] = plan.offsets[size_t(e)] + int64_t(host[size_t(e)]);
-  const int64_t P = plan.rows();
-  plan.storage = empty({2 * P + TK}, TensorOptions{}.with_dtype(DType::Int64).with_device(Device::cuda(c.device)));
-  int64_t* pair = plan.storage.data_ptr<int64_t>();
-  int64_t* row = pair + P;
-  if (TK > 0) UOE_CUDA_CHECK(op, cudaMemsetAsync(row, 0xFF, size_t(TK) * sizeof(int64_t), c.stream));  // -1: empty
-  if (P > 0) {
-    plan_slots_kernel<<<unsigned(n), kPlanThreads, 0, c.stream>>>(indices, TK, counts, pair, row, row + TK);
-    check_launch(op);
-  }
-  return plan;
-}
-
-// ---- routing ----------------------------------------------------------------------------------------------
-template <typename T>
-void route_forward(const RouteSpec& s, const T* scores, int64_t* indices, T* weights, T* probs) {
-  const char* op = s.p < 0 ? "topk_route" : "topp_route";
-  if (s.T == 0) return;
-  const LaunchContext c = launch_context(op);
-  route_forward_kernel<T><<<blocks_for(s.T, 128), 128, 0, c.stream>>>(s, scores, indices, weights, probs);
-  check_launch(op);
-}
-
-template <typename T>
-void route_backward(const RouteSpec& s, const int64_t* indices, const T* weights, const T* probs, const T* dweights,
-                    T* dscores) {
-  const char* op = s.p < 0 ? "topk_route backward" : "topp_route backward";
-  if (s.T == 0) return;
-  const LaunchContext c = launch_context(op);
-  route_backward_kernel<T><<<blocks_for(s.T, 128), 128, 0, c.stream>>>(s, indices, weights, probs, dweights, dscores);
-  check_launch(op);
-}
-
-// ---- group L2 norm ----------------------------------------------------------------------------------------
-template <typename T>
-void group_l2norm_forward(int64_t rows, int64_t groups, int64_t r, const T* h, T* norm) {
-  const int64_t count = rows * groups;
-  if (count == 0) return;
-  const LaunchContext c = launch_context("group_l2norm");
-  group_l2norm_forward_kernel<T><<<blocks_for(count), kThreads, 0, c.stream>>>(count, r, h, norm);
-  check_launch("group_l2norm");
-}
-
-template <typename T>
-void group_l2norm_backward(int64_t rows, int64_t groups, int64_t r, const T* h, const T* norm, const T* dnorm, T* dh) {
-  const int64_t count = rows * groups * r;
-  if (count == 0) return;
-  const LaunchContext c = launch_context("group_l2norm backward");
-  group_l2norm_backward_kernel<T><<<blocks_for(count), kThreads, 0, c.stream>>>(count, r, h, norm, dnorm, dh);
-  check_launch("group_l2norm backward");
-}
-
-// ---- load balance -----------------------------------------------------------------------------------------
-void count_routed(const int64_t* indices, int64_t pairs, int64_t n, int64_t* counts) {
-  const char* op = "load_balance_loss";
-  UOE_CHECK(n >= 1 && n <= kMaxPlanExperts, "[", op, "] counts 1 to ", kMaxPlanExperts, " experts on a GPU, got ", n);
-  const LaunchContext c = launch_context(op);
-  static_assert(sizeof(int64_t) == sizeof(unsigned long long), "counts are added as unsigned long long");
-  auto* tally = reinterpret_cast<unsigned long long*>(counts);
-  zero(c, tally, n, op);
-  if (pairs == 0) return;
-  count_slots_kernel<<<blocks_for(pairs, kPlanThreads), kPlanThreads, size_t(n) * sizeof(unsigned long long),
-                       c.stream>>>(indices, pairs, n, tally, nullptr);
-  check_launch(op);
-}
-
-// ---- grouped SwiGLU experts -------------------------------------------------------------------------------
-namespace {
 
 // expert_ffn on storage S (float, double, or __nv_bfloat16 computed in float32 with bfloat16 GEMMs).
 template <typename S>
@@ -646,10 +361,6 @@ void expert_ffn_backward_bf16(const ExpertShape& s, const DeviceExpertPlan& plan
 }
 
 #define UOE_CUDA_EXPERT_INSTANTIATE(T)                                                                                \
-  template void route_forward<T>(const RouteSpec&, const T*, int64_t*, T*, T*);                                       \
-  template void route_backward<T>(const RouteSpec&, const int64_t*, const T*, const T*, const T*, T*);                \
-  template void group_l2norm_forward<T>(int64_t, int64_t, int64_t, const T*, T*);                                     \
-  template void group_l2norm_backward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*);                \
   template void expert_ffn_forward<T>(const ExpertShape&, const DeviceExpertPlan&, const T*, const T*, const T*, const T*,  \
                                       const T*, const T*, T*);                                                        \
   template void expert_ffn_backward<T>(const ExpertShape&, const DeviceExpertPlan&, const T*, const T*, const T*, const T*, \

@@ -1,0 +1,135 @@
+// uoe::cuda expert plan on the device: per-expert slot counts (also load_balance_loss's) and the stable counting sort
+// of the routed slots into sorted rows, the CPU's cpu::plan_experts exactly.
+#include "cuda/expert_kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#include "cuda/expert_common.cuh"
+
+namespace uoe::cuda {
+namespace {
+
+// ---- planning on the device -------------------------------------------------------------------------------------
+constexpr int kPlanThreads = 1024;
+constexpr int64_t kMaxPlanExperts = 4096;  // the counting histogram lives in shared memory
+
+// counts[e] += the slots routed to expert e (a shared-memory histogram per block, then one atomic per expert);
+// first_bad (nullable) = the smallest slot whose index is outside [-1, n). Integer atomics: exact whatever the order.
+__global__ void count_slots_kernel(const int64_t* idx, int64_t TK, int64_t n, unsigned long long* counts,
+                                   unsigned long long* first_bad) {
+  extern __shared__ unsigned long long hist[];  // [n]
+  for (int64_t e = threadIdx.x; e < n; e += blockDim.x) hist[e] = 0;
+  __syncthreads();
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < TK; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t v = idx[i];
+    if (v >= 0 && v < n)
+      atomicAdd(&hist[v], 1ull);
+    else if (v != -1 && first_bad)
+      atomicMin(first_bad, static_cast<unsigned long long>(i));
+  }
+  __syncthreads();
+  for (int64_t e = threadIdx.x; e < n; e += blockDim.x)
+    if (hist[e]) atomicAdd(&counts[e], hist[e]);
+}
+
+// One block per expert e, a stable counting sort: the j-th slot (in slot order) routed to e gets sorted row
+// offsets[e] + j: pair[row] = slot, row_of[slot] = row, row_expert[row] = e. Ranks come from a block-wide
+// prefix count of ballots, so the plan is the CPU's (cpu::plan_experts) exactly.
+__global__ void __launch_bounds__(kPlanThreads)
+    plan_slots_kernel(const int64_t* idx, int64_t TK, const unsigned long long* counts, int64_t* pair,
+                      int64_t* row_of, int64_t* row_expert) {
+  constexpr int kWarps = kPlanThreads / 32;
+  __shared__ int64_t warp_count[kWarps];
+  __shared__ int64_t first_row;
+  const int64_t e = blockIdx.x;
+  if (counts[e] == 0) return;
+  if (threadIdx.x == 0) {
+    int64_t b = 0;
+    for (int64_t j = 0; j < e; ++j) b += int64_t(counts[j]);
+    first_row = b;
+  }
+  __syncthreads();
+  int64_t base = first_row;
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+  for (int64_t start = 0; start < TK; start += kPlanThreads) {
+    const int64_t i = start + threadIdx.x;
+    const bool mine = i < TK && idx[i] == e;
+    const unsigned ballot = __ballot_sync(0xffffffffu, mine);
+    if (lane == 0) warp_count[warp] = __popc(ballot);
+    __syncthreads();
+    int64_t before = 0, total = 0;
+    for (int w = 0; w < kWarps; ++w) {
+      before += w < warp ? warp_count[w] : 0;
+      total += warp_count[w];
+    }
+    if (mine) {
+      const int64_t r = base + before + __popc(ballot & ((1u << lane) - 1u));
+      pair[r] = i;
+      row_of[i] = r;
+      row_expert[r] = e;
+    }
+    base += total;
+    __syncthreads();  // warp_count is rewritten by the next chunk
+  }
+}
+
+}  // namespace
+
+// ---- the expert plan ------------------------------------------------------------------------------------------
+DeviceExpertPlan plan_experts(const int64_t* indices, int64_t T, int64_t K, int64_t n) {
+  const char* op = "expert_ffn";
+  UOE_CHECK(n >= 1 && n <= kMaxPlanExperts, "[", op, "] a GPU plan takes 1 to ", kMaxPlanExperts, " experts, got ",
+            n);
+  const LaunchContext c = launch_context(op);
+  const int64_t TK = T * K;
+  DeviceExpertPlan plan;
+  // counts [n] and first_bad, together: one copy back
+  DeviceBuffer tally = buffer<unsigned long long>(c, n + 1);
+  unsigned long long* counts = tally.get<unsigned long long>();
+  zero(c, counts, n, op);
+  UOE_CUDA_CHECK(op, cudaMemsetAsync(counts + n, 0xFF, sizeof(unsigned long long), c.stream));  // none bad
+  if (TK > 0) {
+    count_slots_kernel<<<blocks_for(TK, kPlanThreads), kPlanThreads, size_t(n) * sizeof(unsigned long long),
+                         c.stream>>>(indices, TK, n, counts, counts + n);
+    check_launch(op);
+  }
+  std::vector<unsigned long long> host(size_t(n + 1));
+  UOE_CUDA_CHECK(op, cudaMemcpyAsync(host.data(), counts, host.size() * sizeof(unsigned long long),
+                                     cudaMemcpyDeviceToHost, c.stream));
+  UOE_CUDA_CHECK(op, cudaStreamSynchronize(c.stream));
+  if (host[size_t(n)] != ~0ull) {  // a bad index: report the first, plan nothing
+    plan.bad_slot = int64_t(host[size_t(n)]);
+    UOE_CUDA_CHECK(op, cudaMemcpy(&plan.bad_index, indices + plan.bad_slot, sizeof(int64_t), cudaMemcpyDeviceToHost));
+    return plan;
+  }
+  plan.offsets.assign(size_t(n + 1), 0);
+  for (int64_t e = 0; e < n; ++e) plan.offsets[size_t(e + 1)] = plan.offsets[size_t(e)] + int64_t(host[size_t(e)]);
+  const int64_t P = plan.rows();
+  plan.storage = empty({2 * P + TK}, TensorOptions{}.with_dtype(DType::Int64).with_device(Device::cuda(c.device)));
+  int64_t* pair = plan.storage.data_ptr<int64_t>();
+  int64_t* row = pair + P;
+  if (TK > 0) UOE_CUDA_CHECK(op, cudaMemsetAsync(row, 0xFF, size_t(TK) * sizeof(int64_t), c.stream));  // -1: empty
+  if (P > 0) {
+    plan_slots_kernel<<<unsigned(n), kPlanThreads, 0, c.stream>>>(indices, TK, counts, pair, row, row + TK);
+    check_launch(op);
+  }
+  return plan;
+}
+
+// ---- load balance -----------------------------------------------------------------------------------------
+void count_routed(const int64_t* indices, int64_t pairs, int64_t n, int64_t* counts) {
+  const char* op = "load_balance_loss";
+  UOE_CHECK(n >= 1 && n <= kMaxPlanExperts, "[", op, "] counts 1 to ", kMaxPlanExperts, " experts on a GPU, got ", n);
+  const LaunchContext c = launch_context(op);
+  static_assert(sizeof(int64_t) == sizeof(unsigned long long), "counts are added as unsigned long long");
+  auto* tally = reinterpret_cast<unsigned long long*>(counts);
+  zero(c, tally, n, op);
+  if (pairs == 0) return;
+  count_slots_kernel<<<blocks_for(pairs, kPlanThreads), kPlanThreads, size_t(n) * sizeof(unsigned long long),
+                       c.stream>>>(indices, pairs, n, tally, nullptr);
+  check_launch(op);
+}
+
+}  // namespace uoe::cuda

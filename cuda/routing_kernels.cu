@@ -1,0 +1,165 @@
+// uoe::cuda MoE routing kernels: top-k / top-p routing (forward, backward) and the group L2 norm (forward, backward).
+#include "cuda/expert_kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "cuda/expert_common.cuh"
+
+namespace uoe::cuda {
+namespace {
+
+// ---- routing ----------------------------------------------------------------------------------------------
+// Ranking of experts: higher score first, NaN before any number, ties by lower index (a strict total order).
+template <typename T>
+__device__ __forceinline__ bool ranks_before(const T* row, int64_t a, int64_t b) {
+  const T va = row[a], vb = row[b];
+  const bool na = isnan(va), nb = isnan(vb);
+  if (na || nb) return na && (!nb || a < b);
+  if (va != vb) return va > vb;
+  return a < b;
+}
+
+// One thread per token. The j-th pick is the best expert ranked after the (j-1)-th pick, which is the CPU's
+// partial sort under a strict total order. Softmax in double, every expression as on the CPU.
+template <typename T>
+__global__ void route_forward_kernel(RouteSpec s, const T* scores, int64_t* indices, T* weights, T* probs) {
+  const int64_t n = s.n, K = s.K;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < s.T; t += int64_t(gridDim.x) * blockDim.x) {
+    const T* row = scores + t * n;
+    int64_t* idx = indices + t * K;
+    int64_t prev = -1;
+    for (int64_t j = 0; j < K; ++j) {
+      int64_t best = -1;
+      for (int64_t i = 0; i < n; ++i) {
+        if (prev >= 0 && !ranks_before(row, prev, i)) continue;  // already picked
+        if (best < 0 || ranks_before(row, i, best)) best = i;
+      }
+      idx[j] = best;
+      prev = best;
+    }
+    double mx = -INFINITY;  // std::max semantics: a NaN score never becomes the max
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = double(row[i]);
+      mx = mx < v ? v : mx;
+    }
+    double z = 0;
+    for (int64_t i = 0; i < n; ++i) z += exp(double(row[i]) - mx);
+    if (probs)
+      for (int64_t i = 0; i < n; ++i) probs[t * n + i] = T(exp(double(row[i]) - mx) / z);
+    int64_t c = K;  // number of selected experts
+    if (s.p >= 0) {
+      double cum = 0;
+      for (c = 0; c < K;) {
+        cum += exp(double(row[idx[c]]) - mx) / z;
+        ++c;
+        if (cum > s.p) break;
+      }
+    }
+    double zs = 0;
+    for (int64_t j = 0; j < c; ++j) zs += exp(double(row[idx[j]]) - mx);
+    for (int64_t j = 0; j < K; ++j) {
+      const int64_t i = idx[j];
+      weights[t * K + j] = j < c ? T(exp(double(row[i]) - mx) / (s.full_softmax ? z : zs)) : T(0);
+      if (j >= c) idx[j] = -1;
+    }
+  }
+}
+
+template <typename T>
+__global__ void route_backward_kernel(RouteSpec s, const int64_t* indices, const T* weights, const T* probs,
+                                      const T* dweights, T* dscores) {
+  const int64_t n = s.n, K = s.K;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < s.T; t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t* idx = indices + t * K;
+    const T *w = weights + t * K, *dw = dweights + t * K;
+    T* ds = dscores + t * n;
+    double dot = 0;  // sum_k w_k dw_k
+    for (int64_t k = 0; k < K; ++k)
+      if (idx[k] >= 0) dot += double(w[k]) * double(dw[k]);
+    if (s.full_softmax) {
+      const T* p = probs + t * n;
+      for (int64_t i = 0; i < n; ++i) ds[i] = T(-double(p[i]) * dot);
+      for (int64_t k = 0; k < K; ++k)  // + p_i dp_i
+        if (idx[k] >= 0) ds[idx[k]] = T(double(ds[idx[k]]) + double(p[idx[k]]) * double(dw[k]));
+    } else {
+      for (int64_t i = 0; i < n; ++i) ds[i] = T(0);
+      for (int64_t k = 0; k < K; ++k)
+        if (idx[k] >= 0) ds[idx[k]] = T(double(ds[idx[k]]) + double(w[k]) * (double(dw[k]) - dot));
+    }
+  }
+}
+
+// ---- group L2 norm ----------------------------------------------------------------------------------------
+template <typename T>
+__global__ void group_l2norm_forward_kernel(int64_t count, int64_t r, const T* h, T* norm) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+    const T* v = h + i * r;
+    double acc = 0;
+    for (int64_t j = 0; j < r; ++j) acc += double(v[j]) * double(v[j]);
+    norm[i] = T(sqrt(acc));
+  }
+}
+
+template <typename T>
+__global__ void group_l2norm_backward_kernel(int64_t count, int64_t r, const T* h, const T* norm, const T* dnorm,
+                                             T* dh) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = e / r;
+    const T scale = norm[i] == T(0) ? T(0) : dnorm[i] / norm[i];
+    dh[e] = h[e] * scale;
+  }
+}
+
+}  // namespace
+
+// ---- routing ----------------------------------------------------------------------------------------------
+template <typename T>
+void route_forward(const RouteSpec& s, const T* scores, int64_t* indices, T* weights, T* probs) {
+  const char* op = s.p < 0 ? "topk_route" : "topp_route";
+  if (s.T == 0) return;
+  const LaunchContext c = launch_context(op);
+  route_forward_kernel<T><<<blocks_for(s.T, 128), 128, 0, c.stream>>>(s, scores, indices, weights, probs);
+  check_launch(op);
+}
+
+template <typename T>
+void route_backward(const RouteSpec& s, const int64_t* indices, const T* weights, const T* probs, const T* dweights,
+                    T* dscores) {
+  const char* op = s.p < 0 ? "topk_route backward" : "topp_route backward";
+  if (s.T == 0) return;
+  const LaunchContext c = launch_context(op);
+  route_backward_kernel<T><<<blocks_for(s.T, 128), 128, 0, c.stream>>>(s, indices, weights, probs, dweights, dscores);
+  check_launch(op);
+}
+
+// ---- group L2 norm ----------------------------------------------------------------------------------------
+template <typename T>
+void group_l2norm_forward(int64_t rows, int64_t groups, int64_t r, const T* h, T* norm) {
+  const int64_t count = rows * groups;
+  if (count == 0) return;
+  const LaunchContext c = launch_context("group_l2norm");
+  group_l2norm_forward_kernel<T><<<blocks_for(count), kThreads, 0, c.stream>>>(count, r, h, norm);
+  check_launch("group_l2norm");
+}
+
+template <typename T>
+void group_l2norm_backward(int64_t rows, int64_t groups, int64_t r, const T* h, const T* norm, const T* dnorm, T* dh) {
+  const int64_t count = rows * groups * r;
+  if (count == 0) return;
+  const LaunchContext c = launch_context("group_l2norm backward");
+  group_l2norm_backward_kernel<T><<<blocks_for(count), kThreads, 0, c.stream>>>(count, r, h, norm, dnorm, dh);
+  check_launch("group_l2norm backward");
+}
+
+#define UOE_CUDA_ROUTE_INSTANTIATE(T)                                                                                 \
+  template void route_forward<T>(const RouteSpec&, const T*, int64_t*, T*, T*);                                       \
+  template void route_backward<T>(const RouteSpec&, const int64_t*, const T*, const T*, const T*, T*);                \
+  template void group_l2norm_forward<T>(int64_t, int64_t, int64_t, const T*, T*);                                     \
+  template void group_l2norm_backward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*);
+UOE_CUDA_ROUTE_INSTANTIATE(float)
+UOE_CUDA_ROUTE_INSTANTIATE(double)
+#undef UOE_CUDA_ROUTE_INSTANTIATE
+
+}  // namespace uoe::cuda
