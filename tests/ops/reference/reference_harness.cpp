@@ -166,7 +166,10 @@ void expect_matches(const Tensor& got, const Ref& want, double tol, const std::s
 }
 
 void ReferenceOps::SetUp() { g_checks = 0; }
-void ReferenceOps::TearDown() { RecordProperty("comparisons", int(g_checks)); }
+void ReferenceOps::TearDown() {
+  RecordProperty("comparisons", int(g_checks));
+  EXPECT_GT(g_checks, 0) << "the test compared no tensor against its reference";
+}
 
 // ---- reference loops used by more than one family ----
 

@@ -115,7 +115,8 @@ inline int64_t wrap(int64_t d, int64_t n) { return d < 0 ? d + n : d; }
 // got has want's shape and values within tol * (1 + |want|); `what` names the op, dims and input on failure.
 void expect_matches(const Tensor& got, const Ref& want, double tol, const std::string& what);
 
-// Counts the tensors each test compares (expect_matches) and records the count as its property "comparisons".
+// Counts the tensors each test compares (expect_matches), records the count as its property "comparisons", and
+// fails a test that compared none.
 class ReferenceOps : public ::testing::Test {
  protected:
   void SetUp() override;
