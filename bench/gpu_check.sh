@@ -15,6 +15,7 @@
 # For bench/gpu_check_dryrun.sh: UOE_GPU_CHECK_BUILD=DIR uses DIR, already built (no configure or build);
 # UOE_GPU_CHECK_SECONDS is the budget (480); UOE_GPU_CHECK_DRY_RUN=1 also runs bench/gpu_dryrun_fake_tests.py.
 set -uo pipefail
+export PYTHONDONTWRITEBYTECODE=1  # the bench/*.py helpers leave no __pycache__ in the tree that travels
 cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-/tmp/uoe-gpu-check-out}
 mode=${1:-all}
