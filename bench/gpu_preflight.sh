@@ -86,8 +86,12 @@ fi
 
 # PyTorch (the peer) with the card's free memory and the copy rate, the memory-bound ceiling.
 if [[ ${UOE_GPU_CHECK_DRY_RUN:-0} == 1 ]]; then
-  torch=$(python3 -c 'import torch; print(torch.__version__)' 2>&1 | tail -1)
-  show "PyTorch" "$torch; DRY RUN: no device-to-device copy measured (no GPU here)"
+  echo "  DRY RUN: no device-to-device copy measured (no GPU here)"
+  if torch=$(python3 -c 'import torch; print(torch.__version__)' 2>&1); then
+    show "PyTorch" "$torch"
+  else
+    warn "PyTorch not importable ($(echo "$torch" | tail -1)): the PyTorch peer and its bars will have no figure"
+  fi
 elif probe=$(timeout 30 python3 bench/pytorch_peer.py probe 2>&1); then
   show "PyTorch" "$(echo "$probe" | tail -1)"
 else
