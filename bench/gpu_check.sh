@@ -1,155 +1,177 @@
 #!/usr/bin/env bash
-# One device call checks everything on a GPU (target: H200, sm_90), within about 10 minutes:
-#   build for sm_90 -> every CUDA test (parity of every op, the training step, runtime) -> the GPU benchmarks
-#   -> 3b-uoe training with activation checkpointing (issue 6: MFU, memory peak vs `uoe info`) -> the same
-#   GEMM, attention and small-preset training in eager PyTorch (bench/pytorch_peer.py) -> a summary table, printed
-#   last. Logs and the benchmark JSON go to $OUT (the device tool returns them).
-# Needs gpu-deps/ (bench/gpu_deps.sh) carried along: run(command="bench/gpu_check.sh", carry=["gpu-deps"]).
+# One device call checks the CUDA backend on a GPU (target: H200, sm_90) in about 8 minutes of script time.
+# How to run: on the CPU machine `bench/gpu_deps.sh` (GoogleTest and Google Benchmark into gpu-deps/, which the GPU
+# machine lacks), then the device tool's run(command="bench/gpu_check.sh", carry=["gpu-deps"], timeout_s=600),
+# then give_back. 3b-uoe runs only when 150 s are left; `bench/gpu_check.sh 3b` at once after (the machine is warm
+# for 30 s and keeps build-gpu) runs it and the PyTorch small presets alone.
+# Stages: preflight (bench/gpu_preflight.sh: 5 s; prints the toolchain and stops at once, with one FATAL line, when
+# a GPU, nvcc, g++, cmake, ninja, cuBLAS or gpu-deps/ is missing) -> build for sm_90 in build-gpu -> every CUDA test
+# and the GPU benchmarks (bench/gpu_runner.py: a crash or hang costs one test or family) -> PyTorch's GEMM and
+# attention on the same card (the attention bars' reference) -> 3b-uoe training -> the PyTorch small presets.
+# Evidence: the logs, JSON files and run folders go to a scratch folder, packed into $OUT/gpu-check.tar.gz after
+# every stage and from the exit trap (a timeout keeps what exists); $OUT holds that archive and summary.txt. The
+# last thing printed is the summary (bench/gpu_summary.py, < 10 KB): the stages, one line per benchmark family,
+# PyTorch's figures, the bars with PASS/FAIL, then every failed, crashed or hung test with its first error line.
+# For bench/gpu_check_dryrun.sh: UOE_GPU_CHECK_BUILD=DIR uses DIR, already built (no configure or build);
+# UOE_GPU_CHECK_SECONDS is the budget (480); UOE_GPU_CHECK_DRY_RUN=1 also runs bench/gpu_dryrun_fake_tests.py.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/uoe-gpu-check}
-mkdir -p "$OUT"
-build=build-gpu
+export PYTHONDONTWRITEBYTECODE=1  # the bench/*.py helpers leave no __pycache__ in the tree that travels
+cd "$(dirname "$0")/.." || exit 2
+OUT=${OUT:-/tmp/uoe-gpu-check-out}
+mode=${1:-all}
+prebuilt=${UOE_GPU_CHECK_BUILD:-}
+build=${prebuilt:-build-gpu}
+budget_s=${UOE_GPU_CHECK_SECONDS:-480}
+work=$(mktemp -d "${TMPDIR:-/tmp}/uoe-gpu-check.XXXXXX") || exit 2
+scratch=$work/gpu-check  # the archive's one folder
+mkdir -p "$OUT" "$scratch" || exit 2
 start=$(date +%s)
-stamp() { echo "[gpu_check $(( $(date +%s) - start ))s] $*"; }
-budget_s=${UOE_GPU_CHECK_SECONDS:-570}  # of the device tool's 600 s per call (more for a dry run on a CPU)
-left() { echo $(( budget_s - ($(date +%s) - start) )); }  # seconds left
+left() { echo $(( budget_s - ($(date +%s) - start) )); }  # seconds left of the budget
 share() { local l; l=$(left); echo $(( l * $1 / 100 < $2 ? l * $1 / 100 : $2 )); }  # min(left * $1 %, $2)
+cap() { local l=$(( $(left) - $2 )); (( l > $1 )) && l=$1; echo $(( l < 1 ? 1 : l )); }  # min($1, left - $2), >= 1
+stamp() { echo "[gpu_check $(( $(date +%s) - start ))s] $*"; }
 
-nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
-stamp "configure"
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DUOE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DCMAKE_CUDA_FLAGS=-lineinfo -DCMAKE_PREFIX_PATH="$PWD/gpu-deps" -DUOE_WERROR=OFF > "$OUT/configure.log" 2>&1 \
-  || { tail -30 "$OUT/configure.log"; exit 1; }
-stamp "build"
-timeout 330 cmake --build "$build" -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -m 20 -E "error|Error" "$OUT/build.log"; tail -5 "$OUT/build.log"; exit 1; }
+# The archive: written beside, then moved over, so $OUT never holds a half-written one. Files over 32 MB keep their
+# first 4 and last 8 MB (a runaway log must not push the archive past what the device tool brings back).
+pack() {
+  local big
+  while IFS= read -r big; do
+    { head -c 4M "$big"; printf '\n[gpu_check: cut to its first 4 and last 8 MB]\n'; tail -c 8M "$big"; } > "$big.cut" \
+      && mv -f "$big.cut" "$big"
+  done < <(find "$scratch" -type f -size +32M)
+  tar -C "$work" -czf "$OUT/gpu-check.tar.gz.part" gpu-check && mv -f "$OUT/gpu-check.tar.gz.part" "$OUT/gpu-check.tar.gz"
+}
 
-tests_rc=125 bench_rc=125  # 125: not run
-if [[ "${1:-all}" != "3b" ]]; then  # `bench/gpu_check.sh 3b`: 3b-uoe and the peer alone (a second call)
-  # Each crash, hang or sticky CUDA error costs one test (or one benchmark family), not the rest of the call.
-  stamp "CUDA tests"
-  bench/gpu_runner.py tests "$build/uoe_tests" '*Cuda*' "$(share 40 150)" "$OUT" | tee "$OUT/tests-summary.txt"
-  tests_rc=${PIPESTATUS[0]}
+# The summary so far, in the scratch folder and $OUT (a SIGKILL, which no trap sees, still leaves the last one).
+summarize() {
+  python3 bench/gpu_summary.py "$scratch" > "$scratch/summary.txt" 2>&1 \
+    || { echo "gpu_summary.py failed; the stages:"; cat "$scratch/stages.tsv"; } >> "$scratch/summary.txt"
+  cp "$scratch/summary.txt" "$OUT/summary.txt"
+}
 
-  stamp "GPU benchmarks"
-  bench/gpu_runner.py bench "$build/uoe_bench" 'Gpu' "$(share 70 170)" "$OUT" | tee "$OUT/bench-summary.txt"
-  bench_rc=${PIPESTATUS[0]}
+# Stages: each records name, status, seconds and a note in stages.tsv (the summary's first lines), then the
+# summary and the archive are brought up to date.
+stage_name="" stage_t0=$start worst=0
+begin() { stage_name=$1 stage_t0=$(date +%s); stamp "$1"; }
+record() {  # status [note]
+  printf '%s\t%s\t%s\t%s\n' "$stage_name" "$1" "$(( $(date +%s) - stage_t0 ))" "${2:-}" >> "$scratch/stages.tsv"
+  [[ $1 == ok || $1 == skipped ]] || worst=1
+  stage_name=""
+  summarize
+  pack
+}
+# A stage's command under a time limit, in the background so that a TERM reaches the trap at once (timeout runs
+# the command in its own process group, which a signal to this script's group misses; the trap forwards it).
+child=""
+timed() {  # seconds log command...
+  timeout -k 10 "$1" "${@:3}" > "$2" 2>&1 &
+  child=$!
+  wait "$child"
+  local rc=$?
+  child=""
+  return "$rc"
+}
+status_of() { case $1 in 0) echo ok ;; 124|137) echo "timed out" ;; *) echo "failed" ;; esac; }
+skip() { stage_name=$1 stage_t0=$(date +%s); record skipped "$2"; stamp "$1 skipped: $2"; }
+
+# shellcheck disable=SC2317  # run by the EXIT trap
+finish() {
+  local rc=$?
+  trap - EXIT INT TERM
+  [[ -n $child ]] && kill -TERM "$child" 2> /dev/null  # timeout passes it on to the stage's command
+  if [[ -n $stage_name ]]; then
+    record interrupted "exit $rc (a signal) during this stage"
+  else
+    summarize
+    pack
+  fi
+  stamp "done (exit $rc): $OUT holds $(find "$OUT" -maxdepth 1 -type f -printf '%f ')(archive $(du -h \
+    "$OUT/gpu-check.tar.gz" | cut -f1)); the summary ($(wc -c < "$OUT/summary.txt") bytes) follows"
+  cat "$OUT/summary.txt"
+  rm -rf "$work"
+  exit "$rc"
+}
+trap finish EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+
+begin preflight
+bench/gpu_preflight.sh "$scratch" "$prebuilt" 2>&1 | tee "$scratch/preflight.txt"
+rc=${PIPESTATUS[0]}
+record "$(status_of "$rc")" "$(grep -m1 FATAL "$scratch/preflight.txt")"
+(( rc == 0 )) || exit "$rc"
+# shellcheck source=/dev/null
+source "$scratch/preflight.env"  # CUDACXX, NCCL_ROOT, PATH to compute-sanitizer
+
+if [[ -n $prebuilt ]]; then
+  skip build "UOE_GPU_CHECK_BUILD=$prebuilt (already built)"
+else
+  begin configure
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DUOE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DCMAKE_CUDA_FLAGS=-lineinfo -DCMAKE_PREFIX_PATH="$PWD/gpu-deps" -DUOE_WERROR=OFF \
+    ${NCCL_ROOT:+-DNCCL_ROOT="$NCCL_ROOT"} > "$scratch/configure.log" 2>&1
+  rc=$?
+  record "$(status_of "$rc")" "$(grep -m1 -E 'uoe: NCCL' "$scratch/configure.log")"
+  (( rc == 0 )) || exit 1
+  begin build
+  timed "$(cap 300 150)" "$scratch/build.log" cmake --build "$build" -j "$(nproc)"
+  rc=$?
+  record "$(status_of "$rc")" "$(grep -c -E 'warning' "$scratch/build.log") warning lines"
+  (( rc == 0 )) || exit 1
 fi
 
-stamp "3b-uoe training"
-# Any text will do for throughput: the repository's own documents, byte tokens. Model FLOPs, no checkpoint.
-cat docs/*.md README.md > "$OUT/text.txt"
+if [[ $mode != 3b ]]; then
+  test_binaries=("$build/uoe_tests")
+  [[ ${UOE_GPU_CHECK_DRY_RUN:-0} == 1 ]] && test_binaries+=(bench/gpu_dryrun_fake_tests.py)
+  begin tests
+  seconds=$(share 40 150)
+  timed $(( seconds + 30 )) "$scratch/tests-summary.txt" bench/gpu_runner.py tests --out "$scratch" \
+    --seconds "$seconds" --filter '*Cuda*' "${test_binaries[@]}"
+  rc=$?
+  record "$(status_of "$rc")" "$(grep -m1 '^CUDA tests' "$scratch/tests-summary.txt")"
+
+  begin benchmarks
+  seconds=$(share 70 170)
+  timed $(( seconds + 30 )) "$scratch/bench-summary.txt" bench/gpu_runner.py bench --out "$scratch" \
+    --seconds "$seconds" --filter Gpu "$build/uoe_bench"
+  rc=$?
+  record "$(status_of "$rc")" "$(grep -c . "$scratch/bench-summary.txt") families not ok"
+
+  # Right after uoe's benchmarks, on the same card: cuBLAS GEMM and FlashAttention through SDPA.
+  begin pytorch-ops
+  timed "$(cap 60 10)" "$scratch/peer-ops.log" python3 bench/pytorch_peer.py ops --json "$scratch/peer-ops.json"
+  rc=$?
+  record "$(status_of "$rc")" "$(tail -1 "$scratch/peer-ops.log" | cut -c1-100)"
+else
+  skip tests "\`gpu_check.sh 3b\`: 3b-uoe and the PyTorch small presets alone"
+fi
+
 # 32 x 1024 tokens per step: the AdamW update of all 2.9B parameters (memory-bound, ~28 bytes each) is paid once
-# per 32k tokens instead of once per 8k (about 48 GiB by `uoe info`).
-train3b=(--config 3b-uoe --batch 32 --seq 1024 --dtype bf16 --checkpoint-activations)
-"$build/uoe" info "${train3b[@]}" > "$OUT/info3b.txt" 2>&1
-budget=$(left)
-if (( budget >= 90 )); then
-  timeout "$(( budget < 200 ? budget : 200 ))" "$build/uoe" train "${train3b[@]}" --data "$OUT/text.txt" \
-    --out "$OUT/run3b" --device cuda --steps 10 --warmup 2 --eval-every 0 --eval-batches 1 --no-save --quiet \
-    > "$OUT/train3b.log" 2>&1
-  train_rc=$?
-  tail -3 "$OUT/train3b.log"
+# per 32k tokens instead of once per 8k (about 48 GiB by `uoe info`). Any text will do for throughput.
+if (( $(left) >= 150 )); then
+  begin 3b-uoe
+  cat docs/*.md README.md > "$scratch/text.txt"
+  train3b=(--config 3b-uoe --batch 32 --seq 1024 --dtype bf16 --checkpoint-activations)
+  timed 30 "$scratch/info3b.txt" "$build/uoe" info "${train3b[@]}"
+  timed "$(cap 200 30)" "$scratch/train3b.log" "$build/uoe" train "${train3b[@]}" --data "$scratch/text.txt" \
+    --out "$scratch/run3b" --device cuda --steps 10 --warmup 2 --eval-every 0 --eval-batches 1 --no-save --quiet
+  rc=$?
+  record "$(status_of "$rc")" "$(tail -1 "$scratch/train3b.log" | cut -c1-100)"
 else
-  echo "3b-uoe training skipped: only ${budget}s left of this call; run \`bench/gpu_check.sh 3b\` (the build is kept)"
-  train_rc=125
+  skip 3b-uoe "$(left) s left, under 150: run \`bench/gpu_check.sh 3b\` next"
 fi
 
-stamp "PyTorch peer"
-# The same work in eager PyTorch on the same GPU (the image's torch: cuBLAS GEMM, FlashAttention through
-# scaled_dot_product_attention, the small presets under bf16 autocast), when this call has a minute left.
+# The small presets in eager PyTorch (bf16 autocast), beside BM_GpuTrainStep's figures.
 if (( $(left) >= 60 )); then
-  {
-    timeout 30 python3 bench/pytorch_peer.py ops
-    for arch in dense moe uoe; do
-      (( $(left) >= 15 )) && timeout "$(( $(left) < 40 ? $(left) : 40 ))" python3 bench/pytorch_peer.py train \
-        --preset small --device cuda --dtype bf16 --arch $arch --batch 16 --steps 8 --data ''
-    done
-  } > "$OUT/peer.log" 2>&1
+  begin pytorch-train
+  for arch in dense moe uoe; do
+    (( $(left) >= 25 )) && timed "$(cap 40 15)" "$scratch/peer-train-$arch.log" python3 bench/pytorch_peer.py train \
+      --preset small --device cuda --dtype bf16 --arch "$arch" --batch 16 --steps 8 --data ''
+  done
+  cat "$scratch"/peer-train-*.log > "$scratch/peer-train.log"
+  ran=$(grep -c '^pytorch ' "$scratch/peer-train.log")
+  record "$( (( ran == 3 )) && echo ok || echo failed)" "$ran of 3 presets ran"
 else
-  echo "PyTorch peer skipped: only $(left)s left of this call; \`bench/gpu_check.sh 3b\` runs it after 3b-uoe"
+  skip pytorch-train "$(left) s left, under 60"
 fi
-
-stamp "summary"
-python3 - "$OUT" "$tests_rc" "$bench_rc" "$train_rc" <<'PY'
-import json, re, sys, os
-out, tests_rc, bench_rc, train_rc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-print("\n==== uoe GPU check:", open(os.path.join(out, "gpu.txt")).read().strip())
-try:
-    counts = json.load(open(os.path.join(out, "tests.json")))["counts"]
-    print("CUDA tests:", ", ".join(f"{v} {k}" for k, v in sorted(counts.items())), f"(exit {tests_rc}; "
-          "tests-summary.txt names each one not passed)")
-except Exception as e:
-    print("CUDA tests: no result:", e, f"(exit {tests_rc})")
-try:
-    runs = json.load(open(os.path.join(out, "bench.json")))["benchmarks"]
-except Exception as e:
-    runs = []
-    print("no benchmark results:", e, f"(exit {bench_rc})")
-print(f"{'benchmark':58s} {'value':>14s} {'unit':>9s} {'extra':>22s}")
-for b in runs:
-    if b.get("run_type") == "aggregate" or b.get("error_occurred"):
-        continue
-    name = b["name"]
-    unit = next((u for u in ("TFLOP/s", "tokens/s", "GB/s") if u in b), None)
-    value = f"{b[unit]:.4g}" if unit else f"{b.get('real_time', 0):.4g}"
-    extra = " ".join(f"{k}={b[k]:.3g}" for k in ("MFU", "loop_TFLOP/s", "dense_TFLOP/s", "ratio") if k in b)
-    if b.get("label"):
-        extra = (b["label"] + " " + extra).strip()
-    print(f"{name:58s} {value:>14s} {unit or b.get('time_unit', ''):>9s} {extra:>22s}")
-errors = [b for b in runs if b.get("error_occurred")]
-if errors:
-    print(f"{len(errors)} benchmarks reported an error:")
-    for message in list(dict.fromkeys(b.get("error_message", "?") for b in errors))[:5]:
-        print("  " + " ".join(b["name"] for b in errors if b.get("error_message") == message)[:100] + ": " + message)
-mfu3b = drift3b = None  # issue 6's figures: MFU, |estimate - peak| / peak
-try:
-    lines = [json.loads(l) for l in open(os.path.join(out, "run3b", "metrics.jsonl"))]
-    last = lines[-1]
-    estimate = re.search(r"total\s+([0-9.]+) MiB", open(os.path.join(out, "info3b.txt")).read())
-    est = float(estimate.group(1)) if estimate else float("nan")
-    peak = last["peak_memory_mib"]
-    # steady state: the median of the steps after the first two (cuBLASLt heuristics, allocator growth)
-    steady = sorted(l["step_tokens_per_s"] for l in lines[2:]) or [last["tokens_per_s"]]
-    tps = steady[len(steady) // 2]
-    tflops = tps * last["model_tflops"] / last["tokens_per_s"]
-    print(f"3b-uoe (bf16, activation checkpointing, batch 32 x 1024): {tps:.0f} tokens/s (median of steps 3+; "
-          f"{last['tokens_per_s']:.0f} over the session), {tflops:.1f} model TFLOP/s = {100 * tflops / 989:.1f}% MFU "
-          f"of 989; peak {peak:.0f} MiB vs estimate {est:.0f} MiB ({100 * (est - peak) / peak:+.1f}%) (exit {train_rc})")
-    mfu3b, drift3b = tflops / 989, abs(est - peak) / peak
-except Exception as e:
-    print("3b-uoe training: no result:", e, f"(exit {train_rc})")
-try:
-    peer = [l.strip() for l in open(os.path.join(out, "peer.log")) if l.startswith("pytorch ")]
-    print("PyTorch peer, same GPU:" if peer else "PyTorch peer: no result (peer.log)")
-    for l in peer:
-        print("  " + l)
-except OSError:
-    print("PyTorch peer: not run")
-
-# The issue's bars, each against the figure above that decides it (a bar whose figure is missing says so).
-def bench(pattern, key):
-    hits = [b for b in runs if re.search(pattern, b["name"]) and not b.get("error_occurred") and key in b]
-    return hits[0][key] if hits else None
-def bar(what, value, goal, unit, more=True):
-    if value is None:
-        print(f"  {what:58s} no figure")
-    else:
-        ok = value >= goal if more else value <= goal
-        shown = f"{value:,.0f}" if value >= 1000 else f"{value:.3g}"
-        print(f"  {what:58s} {'PASS' if ok else 'FAIL'}  {shown} {unit} (bar {'>=' if more else '<='} {goal:,} {unit})")
-train = {b.get("label"): b for b in runs if b["name"].startswith("BM_GpuTrainStep") and not b.get("error_occurred")}
-train_tps = lambda preset: train.get(preset, {}).get("tokens/s")
-print("bars (issue 5; issue 6 for 3b-uoe):")
-bar("bf16 GEMM 8192^3", bench(r"^BM_GpuGemmBf16/8192/", "TFLOP/s"), 600, "TFLOP/s")
-bar("causal attention forward, head dim 128, T 4096", bench(r"^BM_GpuAttentionFwdBf16/128/4096/0/", "TFLOP/s"), 250, "TFLOP/s")
-bar("causal attention backward, head dim 128, T 4096", bench(r"^BM_GpuAttentionBwdBf16/128/4096/0/", "TFLOP/s"), 150, "TFLOP/s")
-bar("expert_ffn / dense GEMMs, 512 tokens per expert", bench(r"^BM_GpuExpertFfnBf16/512/0/", "ratio"), 0.7, "")
-bar("small-dense training", train_tps("small-dense"), 250000, "tokens/s")
-bar("small-uoe MFU", train.get("small-uoe", {}).get("MFU"), 0.25, "")
-uoe, moe = train_tps("small-uoe"), train_tps("small-moe")
-bar("small-uoe tokens/s over small-moe's", uoe / moe if uoe and moe else None, 1.0, "x")
-bar("3b-uoe MFU (activation checkpointing)", mfu3b, 0.25, "")
-bar("3b-uoe |estimate - peak| / peak", drift3b, 0.10, "", more=False)
-PY
-stamp "done"
+exit "$worst"

@@ -7,13 +7,15 @@ scaled_dot_product_attention, FlashAttention's kernels).
     python3 bench/pytorch_peer.py train --arch uoe --threads 2 --steps 12 --data ../shared/data/tinyshakespeare.txt
     python3 bench/pytorch_peer.py train --preset small --device cuda --arch dense --batch 16 --steps 8
 ops (GPU): bf16 GEMM and causal attention TFLOP/s at the shapes of uoe_bench's BM_GpuGemmBf16 and
-BM_GpuAttention{Fwd,Bwd}Bf16, counted the same way.
-    python3 bench/pytorch_peer.py ops
+BM_GpuAttention{Fwd,Bwd}Bf16, counted the same way (the same-card reference of bench/gpu_check.sh's bars).
+    python3 bench/pytorch_peer.py ops --json peer-ops.json
+probe (GPU): PyTorch's version, free GPU memory and a 2 GiB device-to-device copy's GB/s (gpu_check's preflight).
 The CPU peer runs on Debian's python3-torch (1.13: /usr/bin/python3 where another python comes first on PATH);
 the GPU paths need PyTorch 2.0 or later.
 """
 import argparse
 import contextlib
+import json
 import math
 import sys
 import time
@@ -199,25 +201,52 @@ def cuda_seconds(fn, reps):
 
 
 def ops(a):
+    """bf16 GEMM and causal attention TFLOP/s, the shapes the bars read first (GEMM 8192, attention head dim 128
+    at T 4096); with --json, the figures so far are written after each one (a timeout keeps what finished)."""
     torch.manual_seed(0)
     dev, bf = torch.device("cuda"), torch.bfloat16
     name = torch.cuda.get_device_name()
-    for n in (4096, 8192):
+    found = {"torch": torch.__version__, "device": name, "gemm_bf16": [], "attention_bf16": []}
+
+    def record(kind, entry, line):
+        found[kind].append(entry)
+        print(f"pytorch {torch.__version__} {name}: {line}", flush=True)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(found, f, indent=1)
+
+    for n in (8192, 4096):
         x, w = torch.randn(n, n, device=dev, dtype=bf), torch.randn(n, n, device=dev, dtype=bf)
-        t = cuda_seconds(lambda: x @ w, 20)
-        print(f"pytorch {torch.__version__} {name}: bf16 GEMM {n}^3: {2 * n ** 3 / t * 1e-12:.1f} TFLOP/s")
-    for dh in (64, 128):
-        for T in (1024, 2048, 4096, 8192):
-            H, B = 2048 // dh, max(16384 // T, 1)
-            # [B, T, H, Dh] storage viewed as [B, H, T, Dh], as uoe_bench lays them out
-            q, k, v, do = (torch.randn(B, T, H, dh, device=dev, dtype=bf).transpose(1, 2) for _ in range(4))
-            q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
-            flops = 4.0 * B * H * T * T * dh / 2
-            fwd = cuda_seconds(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), 10)
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            bwd = cuda_seconds(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True), 10)
-            print(f"pytorch {torch.__version__} {name}: causal attention Dh {dh} T {T} (B {B}, H {H}): forward "
-                  f"{flops / fwd * 1e-12:.1f} TFLOP/s, backward {2.5 * flops / bwd * 1e-12:.1f} TFLOP/s")
+        tflops = 2 * n ** 3 / cuda_seconds(lambda: x @ w, 20) * 1e-12
+        record("gemm_bf16", {"n": n, "tflops": tflops}, f"bf16 GEMM {n}^3: {tflops:.1f} TFLOP/s")
+    shapes = [(128, 4096)] + [(dh, T) for dh in (64, 128) for T in (1024, 2048, 4096, 8192) if (dh, T) != (128, 4096)]
+    for dh, T in shapes:
+        H, B = 2048 // dh, max(16384 // T, 1)
+        # [B, T, H, Dh] storage viewed as [B, H, T, Dh], as uoe_bench lays them out
+        q, k, v, do = (torch.randn(B, T, H, dh, device=dev, dtype=bf).transpose(1, 2) for _ in range(4))
+        q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
+        flops = 4.0 * B * H * T * T * dh / 2
+        fwd = flops / cuda_seconds(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), 10) * 1e-12
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        bwd = 2.5 * flops / cuda_seconds(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True), 10) \
+            * 1e-12
+        record("attention_bf16", {"dh": dh, "T": T, "B": B, "H": H, "causal": True, "fwd_tflops": fwd,
+                                  "bwd_tflops": bwd},
+               f"causal attention Dh {dh} T {T} (B {B}, H {H}): forward {fwd:.1f} TFLOP/s, backward {bwd:.1f} TFLOP/s")
+
+
+def probe(a):
+    """The GPU check's preflight: PyTorch's version, the card, its free memory and a 2 GiB device-to-device
+    copy's rate (bytes read plus written, the memory-bound ceiling), on one line."""
+    if not torch.cuda.is_available():
+        sys.exit(f"pytorch_peer probe: PyTorch {torch.__version__} sees no CUDA device")
+    free, total = torch.cuda.mem_get_info()
+    src = torch.empty(1 << 31, dtype=torch.uint8, device="cuda").random_(0, 256)
+    dst = torch.empty_like(src)
+    seconds = cuda_seconds(lambda: dst.copy_(src), 10)
+    print(f"PyTorch {torch.__version__} on {torch.cuda.get_device_name()}: {free / 2**20:.0f} of "
+          f"{total / 2**20:.0f} MiB free; 2 GiB device-to-device copy {2 * src.numel() / seconds / 1e9:.0f} GB/s "
+          f"(read + write)")
 
 
 def main():
@@ -232,13 +261,15 @@ def main():
     t.add_argument("--batch", type=int, default=16)
     t.add_argument("--steps", type=int, default=12)
     t.add_argument("--data", default="../shared/data/tinyshakespeare.txt", help="'' for random tokens")
-    sub.add_parser("ops")
+    o = sub.add_parser("ops")
+    o.add_argument("--json", default="", help="also write the figures to this file")
+    sub.add_parser("probe")
     a = p.parse_args()
-    on_gpu = a.mode == "ops" or a.device == "cuda"
+    on_gpu = a.mode != "train" or a.device == "cuda"
     if on_gpu and not hasattr(F, "scaled_dot_product_attention"):  # and AdamW(fused=True): PyTorch 2.0
         sys.exit(f"pytorch_peer: the GPU peer needs PyTorch 2.0 or later (scaled_dot_product_attention, fused "
                  f"AdamW); this python has {torch.__version__}")
-    train(a) if a.mode == "train" else ops(a)
+    {"train": train, "ops": ops, "probe": probe}[a.mode](a)
 
 
 if __name__ == "__main__":
