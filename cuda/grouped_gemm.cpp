@@ -138,14 +138,14 @@ void one_by_one(const std::vector<GemmProblem<T>>& problems, const char* op) {
 
 // Counts a call some of whose problems ran one cuda::gemm each (core/slow_paths.h); `refusal`: why cuBLAS refused
 // the grouped call ("" when it was the unaligned problems alone).
-void count_per_problem(const char* op, size_t one_by_one, size_t total, const std::string& refusal) {
+void count_per_problem(const char* op, size_t unaligned, size_t total, const std::string& refusal) {
   const std::string cost = "; one GEMM launch each instead of sharing one grouped call (slower with many small experts)";
   if (!refusal.empty())
     slow_paths::count("grouped_gemm_per_problem.refused", std::string(op) + ": " + refusal + ", so all " +
                                                               std::to_string(total) + " GEMMs ran one by one" + cost);
   else
     slow_paths::count("grouped_gemm_per_problem.misaligned",
-                      std::string(op) + ": " + std::to_string(one_by_one) + " of " + std::to_string(total) +
+                      std::string(op) + ": " + std::to_string(unaligned) + " of " + std::to_string(total) +
                           " GEMMs have a bf16 (or TF32) matrix that is not 16-byte aligned, which cuBLAS's grouped "
                           "call needs" + cost);
 }
