@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "core/allocator.h"
 #include "core/error.h"
+#include "core/slow_paths.h"
 #include "cuda/check.h"
 #include "cuda/launch.h"
 #include "cuda/storage_access.cuh"
@@ -438,21 +440,56 @@ void attention_backward(const AttnShape& s, const T* q, AttnStrides qs, const T*
   backward_scalar<T, T>(s, q, qs, k, ks, v, vs, out, os, lse, dout, dos, dq, dqs, dk, dks, dv, dvs);
 }
 
+namespace {
+
+enum class ScalarReason { none, head_dim, misaligned };
+
+// Why bf16 calls with these arguments cannot take the tensor-core kernels (none: they can).
+ScalarReason scalar_reason(const AttnShape& s, std::initializer_list<const void*> ptrs,
+                           std::initializer_list<AttnStrides> strides) {
+  if (!detail::mma_head_dim(s.Dh)) return ScalarReason::head_dim;
+  for (const void* p : ptrs)
+    if (!aligned16(p)) return ScalarReason::misaligned;
+  for (const AttnStrides& st : strides)
+    if (!strides_aligned(st)) return ScalarReason::misaligned;
+  return ScalarReason::none;
+}
+
+// Counts a bf16 call that runs the scalar float32-compute kernels (core/slow_paths.h).
+void count_scalar_fallback(ScalarReason reason, const AttnShape& s, const char* op) {
+  const std::string cost = "; it runs the scalar float32 kernels on CUDA cores instead of tensor cores, "
+                           "many times slower at long sequences";
+  if (reason == ScalarReason::head_dim)
+    slow_paths::count("attention_bf16_scalar.head_dim",
+                      std::string(op) + " (bf16): head dim " + std::to_string(s.Dh) +
+                          " is not supported by the tensor-core kernels (64, 96 or 128)" + cost);
+  else
+    slow_paths::count("attention_bf16_scalar.misaligned",
+                      std::string(op) + " (bf16): an operand's address or batch/head/time stride is not 16-byte "
+                                        "aligned (a view with an odd offset or stride)" + cost);
+}
+
+// Whether the call takes the tensor-core kernels; counts it when it does not.
+bool tensor_cores_or_count(const AttnShape& s, std::initializer_list<const void*> ptrs,
+                           std::initializer_list<AttnStrides> strides, const char* op) {
+  const ScalarReason reason = scalar_reason(s, ptrs, strides);
+  if (reason == ScalarReason::none) return true;
+  count_scalar_fallback(reason, s, op);
+  return false;
+}
+
+}  // namespace
+
 bool attention_bf16_uses_tensor_cores(const AttnShape& s, std::initializer_list<const void*> ptrs,
                                       std::initializer_list<AttnStrides> strides) {
-  if (!detail::mma_head_dim(s.Dh)) return false;
-  for (const void* p : ptrs)
-    if (!aligned16(p)) return false;
-  for (const AttnStrides& st : strides)
-    if (!strides_aligned(st)) return false;
-  return true;
+  return scalar_reason(s, ptrs, strides) == ScalarReason::none;
 }
 
 void attention_forward_bf16(const AttnShape& s, const BFloat16* q, AttnStrides qs, const BFloat16* k, AttnStrides ks,
                             const BFloat16* v, AttnStrides vs, BFloat16* out, AttnStrides os, float* lse) {
   check_shape(s);
   if (s.B == 0 || s.T == 0) return;
-  if (attention_bf16_uses_tensor_cores(s, {q, k, v, out}, {qs, ks, vs, os}))
+  if (tensor_cores_or_count(s, {q, k, v, out}, {qs, ks, vs, os}, "scaled_dot_product_attention"))
     return detail::attention_forward_mma(s, bits(q), qs, bits(k), ks, bits(v), vs, bits(out), os, lse);
   forward_scalar<__nv_bfloat16, float>(s, bf(q), qs, bf(k), ks, bf(v), vs, bf(out), os, lse);
 }
@@ -464,7 +501,7 @@ void attention_backward_bf16(const AttnShape& s, const BFloat16* q, AttnStrides 
   const char* op = "scaled_dot_product_attention backward";
   check_shape(s);
   if (s.B == 0 || s.T == 0 || s.Dh == 0) return;
-  if (attention_bf16_uses_tensor_cores(s, {q, k, v, dout, dq, dk, dv}, {qs, ks, vs, dos, dqs, dks, dvs})) {
+  if (tensor_cores_or_count(s, {q, k, v, dout, dq, dk, dv}, {qs, ks, vs, dos, dqs, dks, dvs}, op)) {
     const LaunchContext c = launch_context(op);
     DeviceBuffer dsum(c.device, size_t(s.B * s.H * s.T) * sizeof(float));
     launch_dsum(s, bf(out), os, bf(dout), dos, dsum.get<float>(), c, op);

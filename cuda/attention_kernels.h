@@ -19,7 +19,8 @@
 //    16 rows chosen by the head dim).
 //  * bfloat16: mma.sync m16n8k16 (bf16 operands, float32 accumulation and softmax) when Dh is 64, 96 or 128
 //    and every pointer and stride is 16-byte aligned; otherwise the float32-compute scalar kernels on bf16
-//    storage.
+//    storage, and each such call is counted as a slow path (core/slow_paths.h: attention_bf16_scalar.head_dim
+//    or .misaligned).
 namespace uoe::cuda {
 
 using cpu::AttnShape;

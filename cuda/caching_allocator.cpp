@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -13,7 +14,9 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/tensor.h"
 #include "cuda/check.h"
+#include "cuda/pending_frees.h"
 #include "cuda/stream.h"
 
 namespace uoe::cuda {
@@ -25,11 +28,25 @@ constexpr const char* kOp = "cuda allocator";
 struct Block {
   int device = 0;
   bool small = false;
-  bool allocated = false;
+  bool allocated = false;  // handed out, or freed and waiting for other streams: in no free set
   size_t size = 0;
   char* ptr = nullptr;
   Block* prev = nullptr;
   Block* next = nullptr;
+  cudaStream_t stream = nullptr;          // the device's current stream when it was handed out
+  std::vector<cudaStream_t> stream_uses;  // other streams that use it (record_stream)
+};
+
+// An event recorded, when a block is freed, on a stream that used it.
+struct StreamMarker {
+  std::unique_ptr<Event> event;
+  bool done() const {
+    const cudaError_t e = event->query();
+    if (e == cudaErrorNotReady) return false;
+    UOE_CUDA_CHECK(kOp, e);
+    return true;
+  }
+  void wait() const { event->synchronize(); }
 };
 
 // Free blocks ordered by size, then address: lower_bound(size) is the best fit.
@@ -64,6 +81,7 @@ class CachingAllocator final : public Allocator {
     if (nbytes == 0) return nullptr;
     std::lock_guard<std::mutex> lock(mu_);
     DevicePool& pool = pool_for(device);
+    pending_.release_completed([this](Block* b) { free_block(b); });
     if (nbytes > kMaxRequest) raise_oom(device, nbytes, cudaErrorMemoryAllocation);
     const bool small = nbytes <= kSmallRequest;
     const size_t size = allocation_size(nbytes);
@@ -103,6 +121,8 @@ class CachingAllocator final : public Allocator {
       free_blocks.insert(tail);
     }
     block->allocated = true;
+    block->stream = current_stream(device);
+    block->stream_uses.clear();
     live_.emplace(block->ptr, block);
     add_allocated(pool, block->size);
     return block->ptr;
@@ -116,29 +136,21 @@ class CachingAllocator final : public Allocator {
     Block* b = it->second;
     live_.erase(it);
     DevicePool& pool = pools_[size_t(b->device)];
-    FreeBlocks& free_blocks = b->small ? pool.small : pool.large;
-    b->allocated = false;
     pool.stats.allocated -= b->size;
     total_.allocated -= b->size;
-    // Merge with free neighbours of the same segment (erase them from the set before their size changes).
-    if (b->prev && !b->prev->allocated) {
-      Block* p = b->prev;
-      free_blocks.erase(p);
-      p->size += b->size;
-      p->next = b->next;
-      if (b->next) b->next->prev = p;
-      delete b;
-      b = p;
-    }
-    if (b->next && !b->next->allocated) {
-      Block* n = b->next;
-      free_blocks.erase(n);
-      b->size += n->size;
-      b->next = n->next;
-      if (n->next) n->next->prev = b;
-      delete n;
-    }
-    free_blocks.insert(b);
+    if (b->stream_uses.empty()) return free_block(b);
+    std::vector<StreamMarker> markers;
+    // Without events (the CUDA runtime shutting down at exit) the block stays out of the pool: never reused.
+    if (mark_stream_uses(*b, markers)) pending_.add(b, std::move(markers));
+  }
+
+  void record_stream(const void* ptr, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(const_cast<void*>(ptr));
+    if (it == live_.end()) return;  // memory this allocator did not hand out: its owner decides when it goes
+    Block* b = it->second;
+    if (stream != b->stream && std::find(b->stream_uses.begin(), b->stream_uses.end(), stream) == b->stream_uses.end())
+      b->stream_uses.push_back(stream);
   }
 
   AllocatorStats stats() const override {
@@ -161,12 +173,54 @@ class CachingAllocator final : public Allocator {
 
   void empty_cache() override {
     std::lock_guard<std::mutex> lock(mu_);
+    pending_.release_all([this](Block* b) { free_block(b); });
     for (size_t d = 0; d < pools_.size(); ++d) release_cached(int(d));
   }
 
  private:
   // Larger requests cannot be rounded without overflow; no GPU has that much memory anyway.
   static constexpr size_t kMaxRequest = std::numeric_limits<size_t>::max() / 4;
+
+  // Returns a block nobody uses any more to its pool.
+  void free_block(Block* b) {
+    DevicePool& pool = pools_[size_t(b->device)];
+    FreeBlocks& free_blocks = b->small ? pool.small : pool.large;
+    b->allocated = false;
+    // Merge with free neighbours of the same segment (erase them from the set before their size changes).
+    if (b->prev && !b->prev->allocated) {
+      Block* p = b->prev;
+      free_blocks.erase(p);
+      p->size += b->size;
+      p->next = b->next;
+      if (b->next) b->next->prev = p;
+      delete b;
+      b = p;
+    }
+    if (b->next && !b->next->allocated) {
+      Block* n = b->next;
+      free_blocks.erase(n);
+      b->size += n->size;
+      b->next = n->next;
+      if (n->next) n->next->prev = b;
+      delete n;
+    }
+    free_blocks.insert(b);
+  }
+
+  // One event per stream in b.stream_uses, recorded there now (on b's device); false when one cannot be made.
+  static bool mark_stream_uses(const Block& b, std::vector<StreamMarker>& markers) {
+    try {
+      DeviceGuard guard(b.device);
+      for (cudaStream_t s : b.stream_uses) {
+        markers.push_back({std::make_unique<Event>()});
+        markers.back().event->record(s);
+      }
+      return true;
+    } catch (const Error&) {
+      (void)cudaGetLastError();
+      return false;
+    }
+  }
 
   DevicePool& pool_for(int device) {
     UOE_CHECK(device >= 0 && device < 1024, "[", kOp, "] bad CUDA device index ", device);
@@ -188,6 +242,7 @@ class CachingAllocator final : public Allocator {
     cudaError_t e = cudaMalloc(&p, segment);
     if (e == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
+      pending_.release_all([this](Block* b) { free_block(b); });
       release_cached(device);
       e = cudaMalloc(&p, segment);
     }
@@ -233,6 +288,7 @@ class CachingAllocator final : public Allocator {
   mutable std::mutex mu_;
   std::vector<DevicePool> pools_;
   std::unordered_map<void*, Block*> live_;  // allocated blocks by address
+  PendingFrees<Block, StreamMarker> pending_;  // freed blocks that other streams may still use
   AllocatorStats total_;
 };
 
@@ -253,5 +309,13 @@ Allocator& caching_allocator() { return instance(); }
 AllocatorStats memory_stats(int device) { return instance().device_stats(device); }
 
 void* allocate_on(int device, size_t nbytes) { return instance().allocate_on(device, nbytes); }
+
+void record_stream(const void* ptr, cudaStream_t stream) { instance().record_stream(ptr, stream); }
+
+void record_stream(const Tensor& t, cudaStream_t stream) {
+  UOE_CHECK(t.defined() && t.is_cuda(), "[record_stream] takes a CUDA tensor, got ",
+            t.defined() ? t.device().str() : std::string("an undefined tensor"));
+  record_stream(t.storage()->data(), stream);
+}
 
 }  // namespace uoe::cuda

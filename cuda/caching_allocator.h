@@ -7,14 +7,23 @@
 // so training steps reuse memory without calling cudaMalloc/cudaFree. When cudaMalloc fails, the device's
 // fully free segments are released and the call is retried once; then the error names the numbers.
 //
-// Streams: a freed block is reusable at once. That is safe while all work runs on one stream in issue order
-// (the library's default: cuda/stream.h); a tensor used on another stream must have that work ordered before
-// it is freed. Allocator::allocate serves the device it is asked for (a tensor's own), whatever the current
-// one. Thread-safe (one mutex).
+// Streams: a block belongs to the stream current when it was handed out, and a freed block is reusable at once
+// by work issued after the free, which is safe while all work runs on one stream in issue order (the library's
+// default: cuda/stream.h). A block that work on another stream also uses is marked with record_stream (as
+// PyTorch's Tensor.record_stream): its free then records an event on each such stream, and the block goes back
+// to the pool only once those events have completed (polled on later allocations; empty_cache and the retry
+// after a failed cudaMalloc wait for them). Its bytes leave `allocated` at the free. Allocator::allocate serves
+// the device it is asked for (a tensor's own), whatever the current one. Thread-safe (one mutex).
 #pragma once
+#include <cuda_runtime.h>
+
 #include <cstddef>
 
 #include "core/allocator.h"
+
+namespace uoe {
+class Tensor;
+}
 
 namespace uoe::cuda {
 
@@ -33,5 +42,12 @@ Allocator& caching_allocator();
 AllocatorStats memory_stats(int device);
 // Allocates on device `device` (as Allocator::allocate with Device::cuda(device)); freed with deallocate().
 void* allocate_on(int device, size_t nbytes);
+
+// Marks the block at `ptr` (as handed out) as used by work queued on `stream`, so that freeing it does not make it
+// reusable before that work is done. The block's own stream, or memory this allocator did not hand out, is left
+// as it is.
+void record_stream(const void* ptr, cudaStream_t stream);
+// The same for a CUDA tensor's storage (a view marks its whole storage).
+void record_stream(const Tensor& t, cudaStream_t stream);
 
 }  // namespace uoe::cuda

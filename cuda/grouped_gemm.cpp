@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/slow_paths.h"
 #include "cuda/blas_handle.h"
 #include "cuda/gemm.h"
 #include "cuda/host_upload.h"
@@ -135,6 +136,20 @@ void one_by_one(const std::vector<GemmProblem<T>>& problems, const char* op) {
   }
 }
 
+// Counts a call some of whose problems ran one cuda::gemm each (core/slow_paths.h); `refusal`: why cuBLAS refused
+// the grouped call ("" when it was the unaligned problems alone).
+void count_per_problem(const char* op, size_t unaligned, size_t total, const std::string& refusal) {
+  const std::string cost = "; one GEMM launch each instead of sharing one grouped call (slower with many small experts)";
+  if (!refusal.empty())
+    slow_paths::count("grouped_gemm_per_problem.refused", std::string(op) + ": " + refusal + ", so all " +
+                                                              std::to_string(total) + " GEMMs ran one by one" + cost);
+  else
+    slow_paths::count("grouped_gemm_per_problem.misaligned",
+                      std::string(op) + ": " + std::to_string(unaligned) + " of " + std::to_string(total) +
+                          " GEMMs have a bf16 (or TF32) matrix that is not 16-byte aligned, which cuBLAS's grouped "
+                          "call needs" + cost);
+}
+
 }  // namespace
 
 template <typename T>
@@ -175,6 +190,7 @@ void gemm_grouped(const std::vector<GemmProblem<T>>& problems, const char* op) {
       std::lock_guard<std::mutex> lock(g_fallback_mu);
       g_fallback.clear();
     }
+    if (!unaligned.empty()) count_per_problem(op, unaligned.size(), unaligned.size(), "");
     one_by_one(unaligned, op);
     return;
   }
@@ -213,6 +229,7 @@ void gemm_grouped(const std::vector<GemmProblem<T>>& problems, const char* op) {
     std::lock_guard<std::mutex> lock(g_fallback_mu);
     g_fallback = reason;
   }
+  if (!reason.empty() || !unaligned.empty()) count_per_problem(op, unaligned.size(), P + unaligned.size(), reason);
   one_by_one(reason.empty() ? unaligned : problems, op);  // refused: every problem one by one
 }
 

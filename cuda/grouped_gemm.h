@@ -31,7 +31,8 @@ struct GemmProblem {
 // problems run concurrently: no C may overlap another problem's A, B or C. bfloat16 (and TF32) problems with a
 // matrix not 16-byte aligned run one cuda::gemm each, outside the grouped call. Where cuBLAS refuses the grouped
 // call, the problems run one cuda::gemm each instead (slower, same results), with one warning on stderr and the
-// reason kept for grouped_gemm_fallback(). `op` names the caller in errors.
+// reason kept for grouped_gemm_fallback(). Either way the call is counted as a slow path (core/slow_paths.h:
+// grouped_gemm_per_problem.misaligned or .refused). `op` names the caller in errors and in that count.
 template <typename T>
 void gemm_grouped(const std::vector<GemmProblem<T>>& problems, const char* op);
 

@@ -4,12 +4,14 @@
 #include <nccl.h>
 
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 
 #include "core/collective_checks.h"
 #include "core/collective_watchdog.h"
 #include "core/communicator.h"
+#include "cuda/caching_allocator.h"
 #include "cuda/check.h"
 #include "cuda/stream.h"
 
@@ -59,8 +61,8 @@ cudaStream_t communication_stream(int device) {
 }
 
 // A collective running on the communication stream; done_ is recorded after it. Until wait() the current stream
-// does not see its result; a Work dropped without wait() still orders the current stream after it, so that its
-// buffer goes back to the caching allocator (whose reuse follows the current stream) only once NCCL is done with it.
+// does not see its result; a Work dropped without wait() still orders the current stream after it, as wait()
+// would. (Its buffer's memory is safe either way: enqueue marked it with record_stream.)
 class NcclWork final : public Work {
  public:
   NcclWork(Tensor buffer, int device, std::shared_ptr<cuda::Event> done)
@@ -154,7 +156,7 @@ class NcclCommunicator final : public Communicator {
   void all_reduce(const Tensor& t, ReduceOp op) override {
     const char* name = "all_reduce";
     const ncclDataType_t type = reduction_input(name, t);
-    run(name, [&] {
+    run(name, {t}, [&] {
       check_nccl(ncclAllReduce(t.raw_data(), t.raw_data(), size_t(t.numel()), type, nccl_op(op), comm_, stream_),
                  comm_, where(*this, name), "ncclAllReduce");
     });
@@ -167,7 +169,7 @@ class NcclCommunicator final : public Communicator {
     const char* name = "all_reduce";
     const ncclDataType_t type = reduction_input(name, t);
     cuda::DeviceGuard guard(device_);
-    auto done = enqueue(name, [&] {
+    auto done = enqueue(name, {t}, [&] {
       check_nccl(ncclAllReduce(t.raw_data(), t.raw_data(), size_t(t.numel()), type, nccl_op(op), comm_, stream_),
                  comm_, where(*this, name), "ncclAllReduce");
     });
@@ -178,7 +180,7 @@ class NcclCommunicator final : public Communicator {
     const char* name = "reduce_scatter";
     collective::check_reduce_scatter(*this, input, output);
     const ncclDataType_t type = reduction_input(name, input);
-    run(name, [&] {
+    run(name, {input, output}, [&] {
       check_nccl(ncclReduceScatter(input.raw_data(), output.raw_data(), size_t(output.numel()), type, nccl_op(op),
                                    comm_, stream_),
                  comm_, where(*this, name), "ncclReduceScatter");
@@ -194,7 +196,7 @@ class NcclCommunicator final : public Communicator {
     const size_t row_bytes = size_t(collective::row_numel(*this, name, output)) * output.itemsize();
     const std::vector<int64_t> offsets = collective::row_offsets(r);
     char* out = static_cast<char*>(output.raw_data());
-    run(name, [&] {
+    run(name, {input, output}, [&] {
       NcclGroup group(comm_, where(*this, name));
       for (int j = 0; j < size_; ++j) {
         char* block = out + size_t(offsets[size_t(j)]) * row_bytes;
@@ -216,7 +218,7 @@ class NcclCommunicator final : public Communicator {
     const std::vector<int64_t> send_at = collective::row_offsets(send_rows), recv_at = collective::row_offsets(recv_rows);
     const char* in = static_cast<const char*>(input.raw_data());
     char* out = static_cast<char*>(output.raw_data());
-    run(name, [&] {
+    run(name, {input, output}, [&] {
       NcclGroup group(comm_, where(*this, name));
       for (int j = 0; j < size_; ++j) {
         const size_t s = size_t(j);
@@ -237,7 +239,7 @@ class NcclCommunicator final : public Communicator {
     collective::check_tensor(*this, name, t);
     collective::check_root(*this, name, root);
     check_gpu(name, t);
-    run(name, [&] {
+    run(name, {t}, [&] {
       check_nccl(ncclBroadcast(t.raw_data(), t.raw_data(), bytes_of(t), ncclUint8, root, comm_, stream_), comm_,
                  where(*this, name), "ncclBroadcast");
     });
@@ -262,14 +264,16 @@ class NcclCommunicator final : public Communicator {
 
  private:
   // Issues the NCCL calls of `calls` on the communication stream after the work queued so far on the current
-  // stream; returns an event recorded after them, which the collective watchdog polls. The caller holds a
-  // DeviceGuard on device_.
+  // stream; returns an event recorded after them, which the collective watchdog polls. The tensors they read or
+  // write are marked as used on the communication stream: their memory is not reused before NCCL is done with
+  // it, whichever stream frees or allocates it. The caller holds a DeviceGuard on device_.
   template <typename Calls>
-  std::shared_ptr<cuda::Event> enqueue(const char* name, const Calls& calls) {
+  std::shared_ptr<cuda::Event> enqueue(const char* name, std::initializer_list<Tensor> used, const Calls& calls) {
     cuda::Event ready;
     ready.record(cuda::current_stream(device_));
     ready.wait(stream_);
     calls();
+    for (const Tensor& t : used) cuda::record_stream(t, stream_);
     auto done = std::make_shared<cuda::Event>();
     done->record(stream_);
     // Polled from the watchdog's thread, which makes this GPU current first (else the CUDA runtime would give it,
@@ -284,9 +288,9 @@ class NcclCommunicator final : public Communicator {
 
   // A blocking collective: enqueued, and the current stream waits for it.
   template <typename Calls>
-  void run(const char* name, const Calls& calls) {
+  void run(const char* name, std::initializer_list<Tensor> used, const Calls& calls) {
     cuda::DeviceGuard guard(device_);
-    const auto done = enqueue(name, calls);
+    const auto done = enqueue(name, used, calls);
     done->wait(cuda::current_stream(device_));
   }
 

@@ -3,8 +3,10 @@
 // Stream choice: the default current stream of every device is the legacy default stream (cudaStream_t
 // nullptr). It orders every kernel, copy and cuBLASLt call of this library one after the other, and it
 // synchronises with other blocking streams, so the caching allocator may hand a freed block to the next
-// request at once (cuda/caching_allocator.h). A StreamGuard switches one thread to another stream; work
-// issued there must be ordered (Event::record / Event::wait) before tensors it reads or writes are freed.
+// request at once (cuda/caching_allocator.h). A StreamGuard switches one thread to another stream; a tensor that
+// work there reads or writes, allocated on another stream, is marked with cuda::record_stream (so that its
+// memory is not reused before that work is done), or that work is ordered (Event::record / Event::wait) before
+// the tensor is freed.
 #include "cuda/stream.h"
 
 #include <array>

@@ -20,7 +20,8 @@ class DeviceGuard {
   int previous_;
 };
 
-// While alive: current_stream(device) is `stream` on this thread.
+// While alive: current_stream(device) is `stream` on this thread. Tensors allocated on another stream and used
+// here need cuda::record_stream (cuda/caching_allocator.h) before they are freed.
 class StreamGuard {
  public:
   StreamGuard(int device, cudaStream_t stream);

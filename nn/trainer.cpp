@@ -19,6 +19,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "core/slow_paths.h"
 #include "nn/accounting.h"
 #include "nn/checkpoint.h"
 #include "nn/data_parallel.h"
@@ -299,6 +300,7 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
   std::ofstream metrics;
   if (lead) metrics.open(metrics_path, std::ios::app);
   TrainResult result;
+  slow_paths::Report slow_report;  // fallback kernels taken from here on
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   Progress progress(stderr, ::isatty(STDERR_FILENO) == 1);
@@ -369,6 +371,13 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
       result.final_val_loss = val;
       if (o.progress && lead) progress.validation(step, o.steps, global[0], val, elapsed());
     }
+    // rank 0's slow paths since the run started (core/slow_paths.h), and one warning line per kind
+    if (json::Value slow = slow_report.counts(); slow.size() > 0) m["slow_paths"] = std::move(slow);
+    if (lead)
+      for (const std::string& warning : slow_report.new_warnings("[train]")) {
+        progress.finish();  // the warning on a line of its own, not after the bar
+        std::fprintf(stderr, "%s\n", warning.c_str());
+      }
     if (lead) metrics << m.dump() << "\n" << std::flush;
     if ((o.save_every > 0 && step % o.save_every == 0) || (stopping && o.save_at_end)) save(step);
     if (stopping) {

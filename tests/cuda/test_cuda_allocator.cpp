@@ -1,5 +1,5 @@
-// Caching device allocator: statistics, block reuse, small-block packing, empty_cache, the out-of-memory
-// message, thread safety; and the CUDA error checks. Skips without a GPU.
+// Caching device allocator: statistics, block reuse, blocks used on a second stream (record_stream), small-block
+// packing, empty_cache, the out-of-memory message, thread safety; and the CUDA error checks. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -9,6 +9,7 @@
 #include "cuda/cuda_api.h"
 
 #if UOE_WITH_CUDA
+#include <algorithm>
 #include <random>
 #include <thread>
 #include <vector>
@@ -107,6 +108,76 @@ TEST_F(CudaAllocator, FreedBlockIsReused) {
   void* r = cuda::allocate_on(0, 5 * kMiB);
   EXPECT_EQ(cuda::memory_stats(0).reserved, reserved);
   a.deallocate(r, 5 * kMiB);
+}
+
+// Keeps `stream` busy for tens of milliseconds (400 passes over a 256 MiB buffer), far longer than the host
+// takes to free and allocate.
+void occupy(cudaStream_t stream, void* scratch, size_t bytes) {
+  for (int i = 0; i < 400; ++i) UOE_CUDA_CHECK("test", cudaMemsetAsync(scratch, i, bytes, stream));
+}
+
+// A block that work on a second stream still uses is not handed out again until that work is done
+// (record_stream), and is once it is; empty_cache waits for it.
+TEST_F(CudaAllocator, BlockUsedOnAnotherStreamIsNotReusedBeforeThatStreamIsDone) {
+  Allocator& a = cuda::caching_allocator();
+  a.empty_cache();
+  const size_t n = 64 * kMiB, scratch_bytes = 256 * kMiB;
+  cudaStream_t side = nullptr;
+  UOE_CUDA_CHECK("test", cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  void* scratch = cuda::allocate_on(0, scratch_bytes);
+  void* block = cuda::allocate_on(0, n);
+  occupy(side, scratch, scratch_bytes);
+  UOE_CUDA_CHECK("test", cudaMemsetAsync(block, 0x7f, n, side));  // the side stream's late write into the block
+  cuda::record_stream(block, side);
+  const size_t allocated = cuda::memory_stats(0).allocated;
+  a.deallocate(block, n);
+  EXPECT_EQ(cuda::memory_stats(0).allocated, allocated - n);  // no tensor holds it any more
+  void* during = cuda::allocate_on(0, n);
+  ASSERT_EQ(cudaStreamQuery(side), cudaErrorNotReady) << "the side stream finished before the check: nothing tested";
+  EXPECT_NE(during, block);
+  UOE_CUDA_CHECK("test", cudaMemsetAsync(during, 0x01, n, cuda::current_stream(0)));
+  UOE_CUDA_CHECK("test", cudaStreamSynchronize(side));
+  std::vector<unsigned char> host(n);
+  UOE_CUDA_CHECK("test", cudaMemcpy(host.data(), during, n, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(std::count(host.begin(), host.end(), 0x01), std::ptrdiff_t(n));  // not overwritten by the side stream
+  void* after = cuda::allocate_on(0, n);
+  EXPECT_EQ(after, block);  // the side stream is done: the block is back in the pool
+  a.deallocate(during, n);
+
+  // Freed while the side stream still uses it, then the cache is emptied: empty_cache waits, and returns it.
+  cuda::record_stream(after, side);
+  occupy(side, scratch, scratch_bytes);
+  a.deallocate(after, n);
+  const size_t reserved = cuda::memory_stats(0).reserved;
+  a.empty_cache();
+  EXPECT_EQ(cudaStreamQuery(side), cudaSuccess);
+  EXPECT_LE(cuda::memory_stats(0).reserved, reserved - n);
+  a.deallocate(scratch, scratch_bytes);
+  UOE_CUDA_CHECK("test", cudaStreamDestroy(side));
+}
+
+TEST_F(CudaAllocator, RecordStreamOfTheBlocksOwnStreamOrForeignMemoryChangesNothing) {
+  Allocator& a = cuda::caching_allocator();
+  const size_t n = 3 * kMiB;
+  void* p = cuda::allocate_on(0, n);
+  cuda::record_stream(p, cuda::current_stream(0));  // its own stream: freed at once
+  a.deallocate(p, n);
+  void* q = cuda::allocate_on(0, n);
+  EXPECT_EQ(q, p);
+  a.deallocate(q, n);
+  int on_stack = 0;
+  EXPECT_NO_THROW(cuda::record_stream(&on_stack, cuda::current_stream(0)));
+}
+
+TEST(CudaRecordStream, RefusesAHostTensor) {
+  // Needs a CUDA build, not a GPU.
+  try {
+    cuda::record_stream(zeros({4}), nullptr);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[record_stream] takes a CUDA tensor, got cpu"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(CudaAllocator, SmallBlocksShareOneSegment) {
