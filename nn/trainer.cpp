@@ -386,8 +386,8 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
       result.final_val_loss = val;
       if (o.progress && lead) progress.validation(step, o.steps, global[0], val, elapsed());
     }
-    append_metrics(metrics, m, comm, step, o.save_at_end || o.save_every > 0 ? std::function<void()>([&] { save(step); })
-                                                                              : nullptr);
+    const bool saves = o.save_at_end || o.save_every > 0;
+    append_metrics(metrics, m, comm, step, saves ? std::function<void()>([&] { save(step); }) : nullptr);
     if ((o.save_every > 0 && step % o.save_every == 0) || (stopping && o.save_at_end)) save(step);
     if (stopping) {
       result.interrupted = global[1] > 0;
