@@ -265,6 +265,9 @@ AnalysisResult analyze(nn::LanguageModel& model, const nn::TokenFile& data, int6
   UOE_CHECK(o.batch > 0 && o.gradient_windows > 0 && o.activation_tokens > 0, "[analyze] --batch, --grad-windows "
             "and --samples must be >= 1, got ", o.batch, ", ", o.gradient_windows, " and ", o.activation_tokens);
   UOE_CHECK(data.size() > seq, "[analyze] ", data.name(), " has ", data.size(), " tokens: fewer than one window of ", seq + 1);
+  // More would analyse the same tokens again (the windows wrap around the file), for as long as it is told to.
+  UOE_CHECK(o.tokens <= data.size(), "[analyze] --tokens ", o.tokens, " is more than the ", data.size(),
+            " tokens of ", data.name());
   UOE_CHECK(data.vocab_size() <= c.vocab_size, "[analyze] ", data.path(), " has vocabulary ", data.vocab_size(),
             " but the model's is ", c.vocab_size);
   const int64_t n = c.ffn.n_experts, K = c.ffn.routing == "topp" && c.ffn.kind == nn::FfnKind::UoE ? n : c.ffn.top_k;

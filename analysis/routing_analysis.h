@@ -101,7 +101,7 @@ class LayerAccumulator {
 Tensor expert_activation_norms(const nn::Ffn& ffn, const Tensor& x, int64_t lo, int64_t hi = -1);
 
 // Runs the whole analysis on `model` over `data`'s validation split (wrapping to the start of the file
-// when it is shorter than options.tokens).
+// when it is shorter than options.tokens, which must not exceed the file's tokens).
 AnalysisResult analyze(nn::LanguageModel& model, const nn::TokenFile& data, int64_t val_begin,
                        const nn::Tokenizer& tokenizer, const AnalysisOptions& options);
 

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -69,6 +70,40 @@ std::string strip_trailing_slashes(std::string dir) {
   return dir;
 }
 
+// The start of the temporaries a process of this host writes `path` into: `path.tmp-<host>-`, then its pid (a
+// directory), or its pid, '-' and a counter (a file).
+std::string temporary_prefix(const std::string& path) {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = 0;
+  return path + ".tmp-" + host + "-";
+}
+
+// The writer's pid in what follows temporary_prefix: "<pid>" or "<pid>-<n>"; 0 for anything else.
+long temporary_writer(const std::string& suffix) {
+  const size_t digits = suffix.find_first_not_of("0123456789");
+  if (digits == 0) return 0;
+  if (digits != std::string::npos &&
+      (suffix[digits] != '-' || digits + 1 == suffix.size() ||
+       suffix.find_first_not_of("0123456789", digits + 1) != std::string::npos))
+    return 0;
+  return std::strtol(suffix.c_str(), nullptr, 10);
+}
+
+// Removes the temporaries of `path` left by processes of this host that died while writing it (their pid is
+// gone), which nothing would otherwise remove: a checkpoint's is a whole checkpoint's size, a token file's the
+// whole corpus's. A running writer's is kept.
+void remove_stale_temporaries(const std::string& path, const std::string& context) {
+  const std::string prefix = fs::path(temporary_prefix(path)).filename().string();
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(parent_dir(path), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const long pid = temporary_writer(name.substr(prefix.size()));
+    if (pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) remove_tree(entry.path().string(), context);
+  }
+}
+
+
 }  // namespace
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
@@ -79,6 +114,7 @@ void write_file_atomic(const std::string& path, const std::function<void(const B
   static std::atomic<uint64_t> counter{0};
   const std::string what = "cannot write '" + path + "'";
 
+  remove_stale_temporaries(path, what);
   struct stat old_st;
   const bool keep_mode = ::stat(path.c_str(), &old_st) == 0 && S_ISREG(old_st.st_mode);
 
@@ -87,7 +123,7 @@ void write_file_atomic(const std::string& path, const std::function<void(const B
   std::string tmp;
   int fd = -1;
   for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-    tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    tmp = temporary_prefix(path) + std::to_string(::getpid()) + "-" + std::to_string(counter++);
     fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && errno != EEXIST) break;
   }
@@ -129,27 +165,66 @@ void write_file_atomic(const std::string& path, const std::function<void(const B
   fsync_path(parent_dir(path), true, what);
 }
 
-std::string read_file_bytes(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("[file] cannot read '", path, "': ", errno_text(errno));
+namespace {
+
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// Why `path` could not be opened or stat'ed (errno `e`), in words: a dangling link names its missing target.
+std::string why_unreadable(const std::string& path, int e) {
+  struct stat st;
+  if (e == ENOENT && ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    std::error_code ec;
+    return "it is a symbolic link to the missing '" + fs::read_symlink(path, ec).string() + "'";
+  }
+  if (e == ELOOP) return "it is a loop of symbolic links (" + errno_text(e) + ")";
+  return errno_text(e);
+}
+
+}  // namespace
+
+std::string not_a_regular_file(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return why_unreadable(path, errno);
+  return S_ISREG(st.st_mode) ? "" : std::string("it is ") + file_kind(st.st_mode) + ", not a regular file";
+}
+
+int open_regular_file(const std::string& path) {
+  // Looked at before opening: opening a FIFO waits for a writer, a device may act on being opened.
+  if (const std::string why = not_a_regular_file(path); !why.empty()) fail("[file] cannot read '", path, "': ", why);
+  struct stat st;
+  // O_NONBLOCK: were it replaced by a FIFO since, the open returns at once and fstat refuses it (regular files
+  // ignore the flag).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) fail("[file] cannot read '", path, "': ", why_unreadable(path, errno));
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail("[file] cannot read '", path, "': it changed into ", file_kind(st.st_mode), " while being opened");
+  }
+  return fd;
+}
+
+std::string read_file_bytes(const std::string& path, size_t max_bytes) {
+  const int fd = open_regular_file(path);
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     const int e = errno;
     ::close(fd);
     fail("[file] cannot read '", path, "': ", errno_text(e));
   }
-  if (S_ISDIR(st.st_mode)) {
-    ::close(fd);
-    fail("[file] cannot read '", path, "': it is a directory");
-  }
-  std::string out;
-  if (S_ISREG(st.st_mode)) out.resize(size_t(st.st_size));
+  std::string out(std::min(size_t(st.st_size), max_bytes), '\0');
   size_t n = 0;
   char chunk[65536];
-  for (;;) {
-    // Fill the pre-sized buffer first; past its end (files that grew, pipes) read in chunks.
+  while (n < max_bytes) {
+    // Fill the pre-sized buffer first; past its end (a file that grew) read in chunks.
     char* dst = n < out.size() ? &out[n] : chunk;
-    const size_t cap = n < out.size() ? out.size() - n : sizeof chunk;
+    const size_t cap = std::min(n < out.size() ? out.size() - n : sizeof chunk, max_bytes - n);
     const ssize_t r = ::read(fd, dst, cap);
     if (r < 0) {
       if (errno == EINTR) continue;
@@ -199,28 +274,6 @@ void recover_locked(const std::string& dir) {
     rename_or_fail(old, dir, context);  // the crash came between the two renames
   }
   fsync_path(parent_dir(dir), true, context);
-}
-
-// The temporary directory a process of this host writes `dir` into: `dir.tmp-<host>-<pid>`.
-std::string temporary_prefix(const std::string& dir) {
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0) host[0] = 0;
-  return dir + ".tmp-" + host + "-";
-}
-
-// Removes the temporaries of `dir` left by processes of this host that died while writing it (their pid is gone),
-// which no recovery would otherwise remove: each is a whole checkpoint's size. A running writer's is kept.
-void remove_stale_temporaries(const std::string& dir, const std::string& context) {
-  const std::string prefix = fs::path(temporary_prefix(dir)).filename().string();
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(parent_dir(dir), ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(prefix, 0) != 0) continue;
-    const std::string pid_text = name.substr(prefix.size());
-    if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
-    const long pid = std::strtol(pid_text.c_str(), nullptr, 10);
-    if (pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) remove_tree(entry.path().string(), context);
-  }
 }
 
 }  // namespace

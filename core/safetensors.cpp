@@ -365,15 +365,13 @@ File deserialize(const std::string& bytes, const std::string& source) {
 }
 
 File load(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  UOE_CHECK(fd >= 0, "[safetensors] cannot open '", path, "': ", std::system_category().message(errno));
+  const int fd = open_regular_file(path);  // a FIFO is refused, not waited on
   struct FdCloser {
     int fd;
     ~FdCloser() { ::close(fd); }
   } closer{fd};
   struct stat st;
   UOE_CHECK(::fstat(fd, &st) == 0, "[safetensors] cannot stat '", path, "': ", std::system_category().message(errno));
-  UOE_CHECK(S_ISREG(st.st_mode), "[safetensors] cannot load '", path, "': not a regular file");
   const auto read_at = [&](uint64_t off, size_t n, void* dst) {
     char* p = static_cast<char*>(dst);
     while (n > 0) {

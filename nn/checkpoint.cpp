@@ -3,7 +3,10 @@
 
 #include <sys/stat.h>
 
+#include <cmath>
+#include <filesystem>
 #include <sstream>
+#include <vector>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -23,11 +26,87 @@ bool file_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+bool entry_exists(const std::string& path) {  // a dangling link counts
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+// What is wrong with the files of a checkpoint directory ("" when nothing); optimizer.safetensors only when it is
+// read: required (a run resumes from it), or there to be loaded.
+std::string damage(const std::string& dir, OptimizerState optimizer) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    const std::string why = not_a_regular_file(dir);
+    return "'" + dir + "' is not a directory" + (why.empty() ? std::string() : " (" + why + ")");
+  }
+  std::vector<std::string> files = {"model.safetensors", "config.json", "trainer_state.json", "tokenizer.json"};
+  if (optimizer == OptimizerState::Require ||
+      (optimizer == OptimizerState::Load && entry_exists(dir + "/optimizer.safetensors")))
+    files.push_back("optimizer.safetensors");
+  std::string out;
+  for (const std::string& f : files)
+    if (const std::string why = not_a_regular_file(dir + "/" + f); !why.empty())
+      out += (out.empty() ? "" : "; ") + f + ": " + why;
+  return out;
+}
+
+// What to do about a checkpoint that cannot be read whole.
+std::string recovery_advice(const std::string& dir) {
+  if (entry_exists(dir + ".old"))
+    return ". '" + dir + ".old' holds the checkpoint before it: to go back to that one, replace '" + dir +
+           "' with it (rm -r " + dir + " && mv " + dir + ".old " + dir + ")";
+  return ". Restore the files from a copy of the run; or start the run afresh (uoe train --overwrite, or another "
+         "--out)";
+}
+
+// "nan at element 17" for the first element of `t` that is not finite; "" when every one is (or t is not
+// floating-point).
+std::string first_non_finite(const Tensor& t) {
+  if (!is_floating(t.dtype())) return "";
+  const Tensor wide = t.to(t.dtype() == DType::Float64 ? DType::Float64 : DType::Float32).contiguous();
+  const auto scan = [&](const auto* p) {
+    const int64_t n = wide.numel();
+    int64_t first = n;
+#pragma omp parallel for reduction(min : first)
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(p[i]) && i < first) first = i;
+    std::ostringstream s;
+    if (first < n) s << p[first] << " at element " << first;
+    return s.str();
+  };
+  return wide.dtype() == DType::Float64 ? scan(wide.data_ptr<double>()) : scan(wide.data_ptr<float>());
+}
+
+// Weights or optimiser moments that are not finite: a damaged file (a run never saves them so), which would
+// otherwise surface as a NaN loss.
+void check_finite(const std::map<std::string, Tensor>& tensors, const std::string& file, const std::string& dir) {
+  for (const auto& [name, t] : tensors)
+    if (const std::string where = first_non_finite(t); !where.empty())
+      fail("[checkpoint] ", file, ": the tensor '", name, "' holds a value that is not finite (", where,
+           "): the checkpoint is damaged", recovery_advice(dir));
+}
+
+// Finishes an interrupted checkpoint write, except where `dir` is there but damaged beside a `dir`.old: then the
+// old copy is kept for the user to go back to (recovery would remove it as the leftover of a completed write).
+void recover_checkpoint(const std::string& dir) {
+  if (entry_exists(dir) && entry_exists(dir + ".old") && !damage(dir, OptimizerState::Skip).empty()) return;
+  recover_directory(dir);
+}
+
 }  // namespace
 
 bool checkpoint_exists(const std::string& dir) {
-  recover_directory(dir);
-  return file_exists(dir + "/model.safetensors");
+  recover_checkpoint(dir);
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) return false;
+  std::error_code ec;
+  return !S_ISDIR(st.st_mode) || !std::filesystem::is_empty(dir, ec) || ec;
+}
+
+void check_checkpoint(const std::string& dir, OptimizerState optimizer) {
+  const std::string what = damage(dir, optimizer);
+  UOE_CHECK(what.empty(), "[checkpoint] the checkpoint in '", dir, "' cannot be read whole: ", what,
+            recovery_advice(dir));
 }
 
 void save_checkpoint(const std::string& dir, const Module& model, const ModelConfig& config, const Optimizer* opt,
@@ -68,13 +147,16 @@ ModelConfig checkpoint_config(const std::string& dir) {
 }
 
 Checkpoint load_checkpoint(const std::string& dir, OptimizerState optimizer) {
-  UOE_CHECK(checkpoint_exists(dir), "[checkpoint] no checkpoint in '", dir, "' (missing model.safetensors)");
+  UOE_CHECK(checkpoint_exists(dir), "[checkpoint] no checkpoint in '", dir, "' (nothing there)");
+  check_checkpoint(dir, optimizer);
   Checkpoint c;
   c.config = checkpoint_config(dir);
   c.model = as_map(safetensors::load(dir + "/model.safetensors"));
-  if (optimizer == OptimizerState::Load && file_exists(dir + "/optimizer.safetensors")) {
+  check_finite(c.model, dir + "/model.safetensors", dir);
+  if (optimizer != OptimizerState::Skip && file_exists(dir + "/optimizer.safetensors")) {
     const std::string file = dir + "/optimizer.safetensors";
     c.optimizer = as_map(safetensors::load(file));
+    check_finite(c.optimizer, file, dir);
     // What the optimisers read: a 0-dim int64 step count, floating-point moments.
     for (const auto& [name, t] : c.optimizer) {
       if (name != "step") {

@@ -37,12 +37,19 @@ struct Checkpoint {
 };
 
 // Whether load_checkpoint reads optimizer.safetensors: evaluation, sampling and analysis skip it (under AdamW it
-// is twice the model's size).
-enum class OptimizerState { Load, Skip };
+// is twice the model's size); Load reads it when it is there, Require (a run resuming) refuses a checkpoint
+// without it.
+enum class OptimizerState { Load, Require, Skip };
 
-// Reads a checkpoint directory (finishing an interrupted atomic write first); errors name the file.
+// Reads a checkpoint directory (finishing an interrupted atomic write first) after check_checkpoint; errors name
+// the file. Weights or optimiser state that are not finite are an error naming the tensor (a damaged file).
 Checkpoint load_checkpoint(const std::string& dir, OptimizerState optimizer = OptimizerState::Load);
+// Whether `dir` holds a checkpoint, whole or damaged: anything in it, or anything but a directory at that path (a
+// file, a dangling link). Finishes an interrupted write first. Only false is a place with no run to resume.
 bool checkpoint_exists(const std::string& dir);
+// Every file that load_checkpoint reads is a regular file, else one error listing what is wrong with each
+// (missing, a dangling link, a loop of links, a FIFO, ...) and how to recover (`dir`.old when there is one).
+void check_checkpoint(const std::string& dir, OptimizerState optimizer = OptimizerState::Load);
 // The model configuration of a checkpoint (its config.json alone).
 ModelConfig checkpoint_config(const std::string& dir);
 

@@ -74,7 +74,10 @@ void check_choice(const std::string& value, const std::set<std::string>& allowed
 
 }  // namespace
 
-ModelConfig model_config_from_json(const json::Value& v, const std::string& source) {
+namespace {
+
+// Every field's value as JSON gives it (missing fields keep their defaults).
+ModelConfig parse_fields(const json::Value& v, const std::string& source) {
   check_keys(v, {"name", "vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "context", "rope_base",
                  "norm_eps", "tied_embeddings", "ffn"},
              source);
@@ -111,26 +114,74 @@ ModelConfig model_config_from_json(const json::Value& v, const std::string& sour
     o.aux_loss = f.get("aux_loss", o.aux_loss);
     o.z_loss = f.get("z_loss", o.z_loss);
   }
-  check_choice(c.ffn.score, {"swiglu", "gate_silu", "gate"}, "ffn.score");
-  check_choice(c.ffn.weights, {"topk_softmax", "full_softmax"}, "ffn.weights");
-  check_choice(c.ffn.combine, {"vse", "full_expert"}, "ffn.combine");
-  check_choice(c.ffn.routing, {"topk", "topp"}, "ffn.routing");
-  UOE_CHECK(c.vocab_size > 0 && c.d_model > 0 && c.n_layers > 0 && c.context > 0, "[config] ", source,
-            ": vocab_size, d_model, n_layers and context must be positive");
-  UOE_CHECK(c.n_heads > 0 && c.d_model % c.n_heads == 0 && (c.d_model / c.n_heads) % 2 == 0, "[config] ", source,
-            ": d_model ", c.d_model, " must split into n_heads ", c.n_heads, " heads of even width");
+  return c;
+}
+
+// `field` lies in [lo, hi], else one error naming the source, the field and its bounds.
+void check_range(const std::string& source, const char* field, int64_t value, int64_t lo, int64_t hi) {
+  UOE_CHECK(value >= lo && value <= hi, "[config] ", source, ": ", field, " is ", value, ", expected ", lo, " to ",
+            hi);
+}
+
+void check_weight(const std::string& source, const char* field, double value) {
+  UOE_CHECK(std::isfinite(value) && value >= 0, "[config] ", source, ": ", field, " is ", value,
+            ", expected a finite number >= 0");
+}
+
+}  // namespace
+
+void check_model_config(const ModelConfig& c, const std::string& source) {
+  // The bounds come before anything is built (a model of 10^9 layers would be allocated layer after layer); they
+  // hold every preset (3b: vocab 50304, d 1536, 12 layers, context 2048, 64 experts) with room for research
+  // configurations many times larger.
+  check_range(source, "vocab_size", c.vocab_size, 1, kMaxVocab);
+  check_range(source, "d_model", c.d_model, 2, kMaxWidth);
+  check_range(source, "n_layers", c.n_layers, 1, kMaxLayers);
+  check_range(source, "context", c.context, 1, kMaxContext);
+  check_range(source, "n_heads", c.n_heads, 1, c.d_model / 2);
+  UOE_CHECK(c.d_model % c.n_heads == 0 && (c.d_model / c.n_heads) % 2 == 0, "[config] ", source, ": d_model ",
+            c.d_model, " must split into n_heads ", c.n_heads, " heads of even width");
   UOE_CHECK(c.n_kv_heads > 0 && c.n_heads % c.n_kv_heads == 0, "[config] ", source, ": n_heads ", c.n_heads,
             " must be a multiple of n_kv_heads ", c.n_kv_heads);
-  UOE_CHECK(c.ffn.kind == FfnKind::Dense || (c.ffn.top_k >= 1 && c.ffn.top_k <= c.ffn.n_experts), "[config] ", source,
-            ": ffn.top_k ", c.ffn.top_k, " must be in [1, n_experts = ", c.ffn.n_experts, "]");
-  UOE_CHECK(c.ffn.top_p > 0 && c.ffn.top_p <= 1, "[config] ", source, ": ffn.top_p must be in (0, 1]");
-  UOE_CHECK(c.ffn.kind == FfnKind::Dense || c.ffn.expert_width >= 1, "[config] ", source, ": ffn.expert_width ",
-            c.ffn.expert_width, " must be at least 1 for an expert FFN");
-  UOE_CHECK(c.ffn.kind != FfnKind::Dense || c.ffn.hidden >= 1, "[config] ", source, ": ffn.hidden ", c.ffn.hidden,
-            " must be at least 1 for a dense FFN");
+  UOE_CHECK(std::isfinite(c.rope_base) && c.rope_base > 0, "[config] ", source, ": rope_base is ", c.rope_base,
+            ", expected a finite number > 0");
+  UOE_CHECK(std::isfinite(c.norm_eps) && c.norm_eps > 0, "[config] ", source, ": norm_eps is ", c.norm_eps,
+            ", expected a finite number > 0");
+  const FfnConfig& f = c.ffn;
+  check_choice(f.score, {"swiglu", "gate_silu", "gate"}, "ffn.score");
+  check_choice(f.weights, {"topk_softmax", "full_softmax"}, "ffn.weights");
+  check_choice(f.combine, {"vse", "full_expert"}, "ffn.combine");
+  check_choice(f.routing, {"topk", "topp"}, "ffn.routing");
+  const bool dense = f.kind == FfnKind::Dense;
+  check_range(source, "ffn.hidden", f.hidden, dense ? 1 : 0, kMaxWidth * 16);
+  check_range(source, "ffn.n_experts", f.n_experts, 1, kMaxExperts);
+  if (!dense) check_range(source, "ffn.top_k", f.top_k, 1, f.n_experts);
+  check_range(source, "ffn.expert_width", f.expert_width, dense ? 0 : 1, kMaxWidth * 16);
+  check_range(source, "ffn.shared_width", f.shared_width, 0, kMaxWidth * 16);
+  // 0: derived (routing_neurons round(D / n), d_low round(d / 3))
+  if (f.kind == FfnKind::UoE)
+    check_range(source, "ffn.routing_neurons (0: expert_width / n_experts)", f.routing_neurons, 0,
+                f.expert_width - 1);
+  check_range(source, "ffn.d_low (0: d_model / 3)", f.d_low, 0, c.d_model);
+  UOE_CHECK(f.top_p > 0 && f.top_p <= 1, "[config] ", source, ": ffn.top_p is ", f.top_p, ", expected (0, 1]");
+  check_weight(source, "ffn.aux_loss", f.aux_loss);
+  check_weight(source, "ffn.z_loss", f.z_loss);
+}
+
+ModelConfig model_config_from_json(const json::Value& v, const std::string& source) {
+  ModelConfig c;
+  try {
+    c = parse_fields(v, source);
+  } catch (const Error& e) {  // a value of the wrong type: the json error names the key, this the file
+    const std::string what = e.what();
+    if (what.rfind("[config]", 0) == 0) throw;
+    fail("[config] ", source, ": ", what);
+  }
+  check_model_config(c, source);
   resolve_defaults(c);
   UOE_CHECK(c.ffn.kind != FfnKind::UoE || c.ffn.routing_neurons < c.ffn.expert_width, "[config] ", source,
-            ": ffn.routing_neurons ", c.ffn.routing_neurons, " must be smaller than expert_width ", c.ffn.expert_width);
+            ": ffn.routing_neurons ", c.ffn.routing_neurons, " (derived: round(expert_width / n_experts)) must be "
+            "smaller than expert_width ", c.ffn.expert_width);
   return c;
 }
 

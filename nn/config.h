@@ -40,11 +40,22 @@ struct ModelConfig {
   FfnConfig ffn;
 };
 
+// The bounds of check_model_config: generous for research configurations (GPT-3 175B has d 12288, 96 layers).
+inline constexpr int64_t kMaxVocab = int64_t(1) << 24;    // 16,777,216 ids
+inline constexpr int64_t kMaxWidth = int64_t(1) << 16;    // d_model; FFN widths up to 16 times this
+inline constexpr int64_t kMaxLayers = 1024;
+inline constexpr int64_t kMaxContext = int64_t(1) << 20;  // 1,048,576 tokens
+inline constexpr int64_t kMaxExperts = int64_t(1) << 16;
+
 const char* ffn_kind_name(FfnKind k);
 FfnKind ffn_kind_from_name(const std::string& s);
 json::Value to_json(const ModelConfig& c);
-// Missing fields keep their defaults; unknown fields and bad values are errors naming the field.
+// Missing fields keep their defaults; unknown fields, values of the wrong type and values out of bounds are
+// errors naming `source` and the field.
 ModelConfig model_config_from_json(const json::Value& v, const std::string& source);
+// Every field within its bounds (the kMax* above) and consistent with the others, else one error naming `source`,
+// the field and what was expected. Cheap: run before anything is built.
+void check_model_config(const ModelConfig& c, const std::string& source);
 // A preset (<family>-<kind>: families tiny, small, 1b and 3b, kinds uoe, moe, aoe, dense; see nn/config.cpp) or a JSON file.
 ModelConfig load_model_config(const std::string& preset_or_path);
 // Resolves the 0 = "derived" fields (r, d_low, AoE width) in place.

@@ -1,7 +1,6 @@
 // Token datasets: writing token files, the mmap TokenFile reader, and deterministic train/val batches.
 #include "nn/dataset.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -65,17 +64,12 @@ int64_t prepare_tokens(const std::string& text_path, const Tokenizer& tok, const
 // ---------------------------------------------------------------------------------------------
 
 TokenFile::TokenFile(const std::string& path, const std::string& text) : path_(path), text_(text) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  UOE_CHECK(fd >= 0, "[TokenFile] cannot open '", path, "': ", std::strerror(errno));
+  const int fd = open_regular_file(path);  // a FIFO or a device (/dev/zero) is refused at once
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
     fail("[TokenFile] cannot stat '", path, "': ", std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail("[TokenFile] '", path, "' is not a regular file");
   }
   const auto file_bytes = uint64_t(st.st_size);
   if (file_bytes < uint64_t(kTokenFileHeaderBytes)) {

@@ -11,8 +11,8 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <functional>
+#include <optional>
 
 #include "autograd/grad_mode.h"
 #include "core/allocator.h"
@@ -24,8 +24,10 @@
 #include "nn/checkpoint.h"
 #include "nn/data_parallel.h"
 #include "nn/expert_sharding.h"
+#include "nn/metrics_log.h"
 #include "nn/optim.h"
 #include "nn/progress.h"
+#include "nn/trainer_state.h"
 #include "nn/zero_optimizer.h"
 #if UOE_WITH_CUDA
 #include "cuda/gemm.h"
@@ -56,23 +58,6 @@ class StopSignals {
   void (*prev_term_)(int);
 };
 
-// Keeps the metrics lines of steps <= `step` (a resumed run rewrites what came after its checkpoint).
-void truncate_metrics(const std::string& path, int64_t step) {
-  std::ifstream in(path);
-  if (!in) return;
-  std::string line, kept;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    try {
-      if (json::parse(line, path).at("step").as_int() <= step) kept += line + "\n";
-    } catch (const Error&) {
-      // a line torn by the crash that is being resumed from: dropped
-    }
-  }
-  in.close();
-  write_file_atomic(path, kept);
-}
-
 json::Value layer_metrics(const LanguageModel& model) {
   json::Value layers = json::Value::array();
   for (const FfnStats& s : model.layer_stats()) {
@@ -87,6 +72,36 @@ json::Value layer_metrics(const LanguageModel& model) {
     layers.push_back(l);
   }
   return layers;
+}
+
+// Appends rank 0's metrics line. A write that fails (a full disk) stops every rank at this step: the checkpoint is
+// saved first when the run saves any (`save`: collective; empty under --no-save), then the error names the file.
+void append_metrics(std::optional<MetricsLog>& log, const json::Value& line, Communicator& comm, int64_t step,
+                    const std::function<void()>& save) {
+  std::string error;
+  if (log) {
+    try {
+      log->append(line);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  bool failed = !error.empty();
+  if (comm.size() > 1) {  // the other ranks learn it: they stop with rank 0 (and take part in the save)
+    const Tensor flag = from_vector<double>({failed ? 1.0 : 0.0}, {1});
+    comm.all_reduce(flag);
+    failed = flag.item<double>() > 0;
+  }
+  if (!failed) return;
+  if (error.empty()) error = "[train] rank 0 could not write the metrics of step " + std::to_string(step);
+  if (!save) fail(error, "; the run stopped at step ", step, " (--no-save: no checkpoint)");
+  try {
+    save();
+  } catch (const Error& e) {
+    fail(error, "; the run stopped at step ", step, ", and its checkpoint could not be saved either: ", e.what());
+  }
+  fail(error, "; the run stopped at step ", step, " after saving its checkpoint: make room (or repair the file), "
+       "then --resume");
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, const NamedTensors& params,
@@ -156,6 +171,9 @@ void check_numbers(const TrainOptions& o) {
   UOE_CHECK(o.steps > 0 && o.batch > 0 && o.seq > 0 && o.grad_accum > 0,
             "[train] --steps, --batch, --seq and --grad-accum must be positive, got ", o.steps, ", ", o.batch, ", ",
             o.seq, ", ", o.grad_accum);
+  UOE_CHECK(o.batch <= kMaxBatchTokens / o.seq, "[train] --batch ", o.batch, " x --seq ", o.seq, " is ",
+            double(o.batch) * double(o.seq), " tokens per micro-batch; at most ", kMaxBatchTokens, " (use --grad-accum "
+            "for larger batches)");
   UOE_CHECK(std::isfinite(o.lr) && o.lr > 0, "[train] --lr must be a positive finite number, got ", o.lr);
   UOE_CHECK(std::isfinite(o.min_lr) && o.min_lr <= o.lr, "[train] --min-lr must be finite and at most --lr (",
             o.lr, "; negative: lr / 10), got ", o.min_lr);
@@ -232,40 +250,41 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
   // resumed run continues the saved stream, whatever its --seed and --grad-accum now.
   uint64_t data_seed = o.seed;
   int64_t cursor = 0;
+  std::optional<MetricsLog> metrics;  // rank 0's
+  // A checkpoint directory that holds anything is a run: one that cannot be read whole is an error, never a new
+  // run in its place.
   if (o.resume && checkpoint_exists(ckpt_dir)) {
-    Checkpoint c = load_checkpoint(ckpt_dir);
+    Checkpoint c = load_checkpoint(ckpt_dir, OptimizerState::Require);
+    const TrainerState saved = trainer_state_from_json(c.trainer_state, ckpt_dir + "/trainer_state.json");
     model.load_state_dict(shards.slice(c.model), true, ckpt_dir + "/model.safetensors");
     opt->load_state(shards.slice(c.optimizer));
-    start = c.trainer_state.at("step").as_int();
+    start = saved.step;
     UOE_CHECK(start < o.steps, "[train] --steps ", o.steps, ": the run in ", o.out_dir, " is already at step ", start,
               "; pass a larger --steps to train it further");
-    const json::Value& rng = c.trainer_state.at("rng");
-    default_generator().set_state(rng.at("seed").as_uint(), rng.at("offset").as_uint());
-    tokens_seen = c.trainer_state.at("tokens_seen").as_int();
-    data_seed = c.trainer_state.at("seed").as_uint();
-    cursor = c.trainer_state.at("data_cursor").as_int();
-    if (lead) truncate_metrics(metrics_path, start);
+    default_generator().set_state(saved.rng_seed, saved.rng_offset);
+    tokens_seen = saved.tokens_seen;
+    data_seed = saved.seed;
+    cursor = saved.data_cursor;
+    if (lead) metrics.emplace(MetricsLog::resumed(metrics_path, start));
   } else {
     if (!o.init_from.empty())
       model.load_state_dict(shards.slice(load_checkpoint(o.init_from, OptimizerState::Skip).model), true,
                             o.init_from + "/model.safetensors");
-    if (lead) std::ofstream(metrics_path, std::ios::trunc);
+    if (lead) metrics.emplace(MetricsLog::fresh(metrics_path));
   }
   auto state_json = [&](int64_t step) {
-    json::Value s = json::Value::object();
-    s["step"] = step;
-    s["tokens_seen"] = tokens_seen;
-    s["seed"] = data_seed;
-    if (!o.init_from.empty()) s["init_from"] = o.init_from;
-    s["data_cursor"] = cursor;  // micro-batches drawn: batches are keyed by (seed, micro-batch)
-    json::Value rng = json::Value::object();  // the default generator (initialisation, dropout)
-    rng["seed"] = default_generator().seed();
-    rng["offset"] = default_generator().offset();
-    s["rng"] = rng;
-    s["lr"] = warmup_cosine_lr(step, warmup, o.steps, o.lr, min_lr);
-    s["warmup"] = warmup;
-    s["total_steps"] = o.steps;
-    return s;
+    TrainerState s;
+    s.step = step;
+    s.tokens_seen = tokens_seen;
+    s.seed = data_seed;
+    s.init_from = o.init_from;
+    s.data_cursor = cursor;
+    s.rng_seed = default_generator().seed();
+    s.rng_offset = default_generator().offset();
+    s.lr = warmup_cosine_lr(step, warmup, o.steps, o.lr, min_lr);
+    s.warmup = warmup;
+    s.total_steps = o.steps;
+    return to_json(s);
   };
   auto tensors_of = [](const NamedTensors& named) {
     std::vector<Tensor> out;
@@ -297,8 +316,6 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
 
   const double train_flops = training_flops_per_token(config, o.seq);
   StopSignals signals;
-  std::ofstream metrics;
-  if (lead) metrics.open(metrics_path, std::ios::app);
   TrainResult result;
   slow_paths::Report slow_report;  // fallback kernels taken from here on
   const auto t0 = std::chrono::steady_clock::now();
@@ -378,7 +395,8 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
         progress.finish();  // the warning on a line of its own, not after the bar
         std::fprintf(stderr, "%s\n", warning.c_str());
       }
-    if (lead) metrics << m.dump() << "\n" << std::flush;
+    const bool saves = o.save_at_end || o.save_every > 0;
+    append_metrics(metrics, m, comm, step, saves ? std::function<void()>([&] { save(step); }) : nullptr);
     if ((o.save_every > 0 && step % o.save_every == 0) || (stopping && o.save_at_end)) save(step);
     if (stopping) {
       result.interrupted = global[1] > 0;

@@ -13,6 +13,10 @@
 
 namespace uoe::nn {
 
+// The most tokens (--batch x --seq) one micro-batch may hold: far past what any one machine trains at once, it
+// refuses sizes of a mistake before anything is allocated.
+inline constexpr int64_t kMaxBatchTokens = int64_t(1) << 28;
+
 struct TrainOptions {
   int64_t steps = 1000;
   int64_t batch = 16;

@@ -28,6 +28,7 @@ Tensor Block::forward(const Tensor& x, std::optional<DType> compute, KvLayer* ca
 }
 
 LanguageModel::LanguageModel(const ModelConfig& c) : config(c) {
+  check_model_config(c, "the model '" + c.name + "'");  // a size out of bounds fails here, not after allocating
   // Residual output projections scaled down with depth (GPT-2)
   const double out_std = 0.02 / std::sqrt(2.0 * double(c.n_layers));
   embed = register_module("embed", std::make_shared<Embedding>(c.vocab_size, c.d_model));

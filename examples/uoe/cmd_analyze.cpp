@@ -1,4 +1,5 @@
 // uoe analyze: routing analysis of a checkpoint over a text (report.html, stats.json, CSV files).
+#include <algorithm>
 #include <cstdio>
 
 #include "analysis/report.h"
@@ -13,6 +14,7 @@ int cmd_analyze(const std::vector<std::string>& argv) {
   set_threads(a.integer("threads", 0));
   const std::string ckpt = a.required("ckpt"), data = a.required("data"), out = a.required("out");
   analysis::AnalysisOptions o;
+  const bool tokens_given = a.has("tokens");
   o.tokens = a.integer("tokens", o.tokens);
   o.seq = a.integer("seq", o.seq);
   o.batch = a.integer("batch", o.batch);
@@ -27,6 +29,7 @@ int cmd_analyze(const std::vector<std::string>& argv) {
   const nn::Tokenizer& tokenizer = *trained.tokenizer;
   const auto tokens = open_tokens_once(data, tokenizer, checkpoint_tokens_advice(ckpt));
   const nn::TokenDataset split(tokens);
+  if (!tokens_given) o.tokens = std::min(o.tokens, tokens->size());  // the default: at most the whole file
   const analysis::AnalysisResult r = analysis::analyze(model, *tokens, split.val_begin(), tokenizer, o);
   analysis::write_report(out, r, "Routing analysis of " + ckpt);
 

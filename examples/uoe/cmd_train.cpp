@@ -15,6 +15,7 @@
 #include "nn/accounting.h"
 #include "nn/checkpoint.h"
 #include "nn/trainer.h"
+#include "nn/trainer_state.h"
 
 namespace uoe::cli {
 namespace {
@@ -56,6 +57,22 @@ nn::ModelConfig resumed_config(const Args& a, const std::string& ckpt) {
   return run;
 }
 
+// The step of the run whose checkpoint is `ckpt`, once every file a resume reads is known to be there and its
+// trainer state valid; else one error saying what is damaged and how to recover.
+int64_t checked_run_step(const std::string& ckpt) {
+  nn::check_checkpoint(ckpt, nn::OptimizerState::Require);
+  return nn::read_trainer_state(ckpt).step;
+}
+
+// "a checkpoint at step N", or what is wrong with a checkpoint that cannot be read.
+std::string checkpoint_summary(const std::string& ckpt) {
+  try {
+    return "a checkpoint at step " + std::to_string(checked_run_step(ckpt));
+  } catch (const Error& e) {
+    return std::string("a checkpoint that cannot be read whole: ") + e.what();
+  }
+}
+
 // --device: with several ranks a bare "cuda" means one GPU per rank of this node (local rank modulo GPU count).
 // The chosen GPU becomes the process's current device, so that nothing of this rank lands on GPU 0 by default.
 Device train_device(const Args& a, const Communicator& comm) {
@@ -89,6 +106,8 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   }
   if (o.resume || !o.init_from.empty()) comm.barrier();
   const bool resuming = o.resume && nn::checkpoint_exists(ckpt);
+  // A checkpoint that cannot be read whole stops the resume here, before its run is touched.
+  const int64_t resumed_step = resuming ? checked_run_step(ckpt) : 0;
   if (!o.init_from.empty()) {
     UOE_CHECK(!a.has("config") && !a.has("tokenizer"), "--init-from ", o.init_from, " brings its model and tokenizer: "
               "leave out --config and --tokenizer");
@@ -134,8 +153,8 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   if (!o.resume && !a.flag("overwrite")) {
     const char* choices = ": add --resume to continue it, --overwrite to start afresh and replace it, or choose "
                           "another --out";
-    UOE_CHECK(!nn::checkpoint_exists(ckpt), "--out ", o.out_dir, " already holds a run (a checkpoint at step ",
-              json::read_file(ckpt + "/trainer_state.json").at("step").as_int(), ")", choices);
+    UOE_CHECK(!nn::checkpoint_exists(ckpt), "--out ", o.out_dir, " already holds a run (", checkpoint_summary(ckpt),
+              ")", choices);
     std::error_code ec;
     UOE_CHECK(std::filesystem::file_size(o.out_dir + "/metrics.jsonl", ec) == 0 || ec, "--out ", o.out_dir,
               " already holds a run (its metrics.jsonl, no checkpoint)", choices);
@@ -174,8 +193,7 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
                 o.out_dir.c_str());
   if (lead && o.resume) {
     if (resuming)
-      std::printf("resuming at step %ld from %s\n",
-                  long(json::read_file(ckpt + "/trainer_state.json").at("step").as_int()), ckpt.c_str());
+      std::printf("resuming at step %ld from %s\n", long(resumed_step), ckpt.c_str());
     else
       std::printf("--resume: no checkpoint in %s yet, starting at step 0\n", ckpt.c_str());
   }

@@ -3,9 +3,7 @@
 #include <unistd.h>
 
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
 
 #include "args.h"
@@ -18,11 +16,8 @@
 namespace uoe::cli {
 
 bool is_token_file(const std::string& data_path) {
-  char magic[8] = {};
-  std::ifstream in(data_path, std::ios::binary);
-  UOE_CHECK(in, "cannot open data file '", data_path, "'");
-  in.read(magic, sizeof magic);
-  return in.gcount() == sizeof magic && std::memcmp(magic, nn::kTokenFileMagic, sizeof magic) == 0;
+  const std::string magic = read_file_bytes(data_path, sizeof nn::kTokenFileMagic);  // a regular file's
+  return magic == std::string(nn::kTokenFileMagic, sizeof nn::kTokenFileMagic);
 }
 
 std::shared_ptr<nn::TokenFile> open_tokens(const std::string& data_path, const nn::Tokenizer& tok,

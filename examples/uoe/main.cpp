@@ -1,6 +1,7 @@
 // uoe: train, evaluate, sample from and inspect Mixture-of-Experts language models.
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,11 @@ int main(int argc, char** argv) {
     if (cmd == "analyze") return uoe::cli::cmd_analyze(rest);
     std::fprintf(stderr, "uoe: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
+  } catch (const std::bad_alloc&) {  // an allocation outside the tensor allocator (which names its sizes)
+    std::fprintf(stderr, "uoe %s: out of memory (std::bad_alloc): the sizes asked for need more memory than this "
+                 "machine has; `uoe info --config <preset|file.json> --batch B --seq T` estimates what training needs\n",
+                 cmd.c_str());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "uoe %s: %s\n", cmd.c_str(), e.what());
     return 1;

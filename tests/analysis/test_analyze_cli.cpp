@@ -126,6 +126,14 @@ TEST(AnalyzeCli, BadInputGetsOneClearError) {
                           &code);
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("--seq -5 must be >= 1 (or 0: the model context)"), std::string::npos) << out;
+  // 10^12 tokens wrapped around the file for days
+  out = test::run_command("timeout 60 " + std::string(UOE_CLI_PATH) + " analyze --ckpt " + moe + " --data " + dir +
+                              "/text.txt --out " + dir + "/report --tokens 1000000000000 --seq 32",
+                          &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("--tokens 1000000000000 is more than the " + std::to_string(data->file().size()) +
+                     " tokens of '"),
+            std::string::npos) << out;
   EXPECT_FALSE(std::filesystem::exists(dir + "/report/report.html"));
 }
 

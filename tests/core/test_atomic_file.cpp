@@ -261,5 +261,58 @@ TEST_F(AtomicFile, WriteDirectoryRemovesTheTemporariesOfDeadWriters) {
   EXPECT_EQ(listing(root_), (std::vector<std::string>{"ckpt", alive}));
 }
 
+// A pid that no longer runs: a child that has exited and been waited for.
+pid_t dead_pid() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return child;
+}
+
+// A kill while a token file was written left its temporary (the whole corpus's size) for ever.
+TEST_F(AtomicFile, WriteFileRemovesTheTemporariesOfDeadWriters) {
+  char host[256] = {};
+  ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+  const std::string dead = "tokens.bin.tmp-" + std::string(host) + "-" + std::to_string(dead_pid()) + "-0";
+  const std::string alive = "tokens.bin.tmp-" + std::string(host) + "-" + std::to_string(::getppid()) + "-3";
+  const std::string other = "other.bin.tmp-" + std::string(host) + "-" + std::to_string(dead_pid()) + "-0";
+  for (const std::string& t : {dead, alive, other}) write_plain(root_ + "/" + t, "partial");
+  write_file_atomic(root_ + "/tokens.bin", "ids");
+  EXPECT_EQ(read_file_bytes(root_ + "/tokens.bin"), "ids");
+  EXPECT_EQ(listing(root_), (std::vector<std::string>{other, "tokens.bin", alive}));
+}
+
+// Inputs are regular files: a FIFO blocked the reader for ever, /dev/zero filled the memory, and a dangling link
+// read as a file that is missing.
+TEST_F(AtomicFile, OnlyRegularFilesAreReadAndTheErrorSaysWhatThePathIs) {
+  const std::string fifo = root_ + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const pid_t child = ::fork();  // a read that blocks is killed by the alarm instead of hanging the tests
+  if (child == 0) {
+    ::alarm(10);
+    const std::string msg = error_of([&] { read_file_bytes(fifo); });
+    ::_exit(msg.find("cannot read '" + fifo + "': it is a FIFO (named pipe), not a regular file") == std::string::npos);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  EXPECT_NE(error_of([&] { read_file_bytes("/dev/zero"); }).find("'/dev/zero': it is a character device, not a "
+                                                                 "regular file"),
+            std::string::npos);
+  fs::create_symlink(root_ + "/gone", root_ + "/dangling");
+  EXPECT_NE(error_of([&] { read_file_bytes(root_ + "/dangling"); })
+                .find("'" + root_ + "/dangling': it is a symbolic link to the missing '" + root_ + "/gone'"),
+            std::string::npos);
+  fs::create_symlink(root_ + "/loop", root_ + "/loop");
+  EXPECT_NE(error_of([&] { read_file_bytes(root_ + "/loop"); }).find("it is a loop of symbolic links"),
+            std::string::npos);
+  EXPECT_EQ(not_a_regular_file(root_ + "/fifo"), "it is a FIFO (named pipe), not a regular file");
+  write_plain(root_ + "/f.txt", "0123456789");
+  EXPECT_EQ(not_a_regular_file(root_ + "/f.txt"), "");
+  EXPECT_EQ(read_file_bytes(root_ + "/f.txt", 4), "0123");
+  EXPECT_EQ(read_file_bytes(root_ + "/f.txt", 100), "0123456789");
+}
+
 }  // namespace
 }  // namespace uoe

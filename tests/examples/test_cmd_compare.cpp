@@ -124,9 +124,11 @@ TEST_F(CompareCli, AWindowLongerThanAKindsContextFailsBeforeAnyRun) {
 }
 
 TEST_F(CompareCli, AFailedRunStopsTheOthers) {
-  // A valid configuration whose `uoe train` fails at once: its 10^12-row embedding cannot be allocated
+  // A valid configuration (within nn/config.h's bounds) whose `uoe train` fails at once: its 2^24 x 2^16 embedding
+  // (4 TiB) cannot be allocated
   nn::ModelConfig huge = test::micro_config(nn::FfnKind::Dense);
-  huge.vocab_size = 1'000'000'000'000;
+  huge.vocab_size = nn::kMaxVocab;
+  huge.d_model = nn::kMaxWidth;
   std::ofstream(dir + "/micro-huge") << nn::to_json(huge).dump(2);
   int code = 0;
   const std::string out = compare("--archs dense,huge --seeds 1 --jobs 2 --threads 2 --minutes 5 --steps 1000000 "

@@ -6,6 +6,7 @@
 #include "gradcheck.h"
 #include "nn/accounting.h"
 #include "nn/config.h"
+#include "nn/transformer.h"
 
 namespace uoe::nn {
 namespace {
@@ -39,11 +40,45 @@ TEST(ConfigCounts, ConfigurationsThatCannotBuildAModelAreRefused) {
                        "test");
   };
   expect_error([&] { model_config_from_json(with("{\"kind\": \"aoe\", \"expert_width\": 0}"), "aoe0.json"); },
-               {"[config] aoe0.json: ffn.expert_width 0 must be at least 1 for an expert FFN"});
+               {"[config] aoe0.json: ffn.expert_width is 0, expected 1 to 1048576"});
   expect_error([&] { model_config_from_json(with("{\"kind\": \"dense\", \"hidden\": 0}"), "dense0.json"); },
-               {"[config] dense0.json: ffn.hidden 0 must be at least 1"});
+               {"[config] dense0.json: ffn.hidden is 0, expected 1 to 1048576"});
   expect_error([&] { model_config_from_json(with("{\"kind\": \"moe\", \"n_experts\": 4, \"top_k\": 5}"), "k.json"); },
-               {"ffn.top_k 5 must be in [1, n_experts = 4]"});
+               {"[config] k.json: ffn.top_k is 5, expected 1 to 4"});
+  // A negative routing_neurons reached a [narrow] error deep in the model's construction.
+  expect_error([&] { model_config_from_json(with("{\"kind\": \"uoe\", \"routing_neurons\": -1}"), "r.json"); },
+               {"[config] r.json: ffn.routing_neurons (0: expert_width / n_experts) is -1, expected 0 to 511"});
+  expect_error([&] { model_config_from_json(with("{\"aux_loss\": -0.5}"), "aux.json"); },
+               {"[config] aux.json: ffn.aux_loss is -0.5, expected a finite number >= 0"});
+}
+
+// Every size is bounded before a model is built: 10^9 layers were allocated one after another for minutes before
+// memory ran out. The error names the file and the bound, and every preset is inside the bounds.
+TEST(ConfigCounts, SizesBeyondTheBoundsAreRefusedBeforeAnythingIsBuilt) {
+  const auto config = [](const std::string& field, const std::string& value) {
+    return json::parse("{\"n_heads\": 4, \"" + field + "\": " + value + "}", "test");
+  };
+  expect_error([&] { model_config_from_json(config("n_layers", "1000000000"), "ckpt/config.json"); },
+               {"[config] ckpt/config.json: n_layers is 1000000000, expected 1 to 1024"});
+  expect_error([&] { model_config_from_json(config("vocab_size", "100000000"), "v.json"); },
+               {"[config] v.json: vocab_size is 100000000, expected 1 to 16777216"});
+  expect_error([&] { model_config_from_json(config("context", "0"), "c.json"); },
+               {"[config] c.json: context is 0, expected 1 to 1048576"});
+  expect_error([&] { model_config_from_json(config("d_model", "131072"), "d.json"); },
+               {"[config] d.json: d_model is 131072, expected 2 to 65536"});
+  // A value of the wrong type names the file as well as the key.
+  expect_error([&] { model_config_from_json(config("n_layers", "\"12\""), "t.json"); },
+               {"[config] t.json: [json] key \"n_layers\": expected an integer, got string"});
+  // The model's constructor checks too: a vocabulary widened past the bound by a tokenizer is refused there.
+  ModelConfig wide = load_model_config("tiny-uoe");
+  wide.vocab_size = kMaxVocab + 1;
+  expect_error([&] { LanguageModel m(wide); }, {"[config] the model 'tiny-uoe': vocab_size is 16777217"});
+  for (const char* family : {"tiny", "small", "1b", "3b"})
+    for (const char* kind : {"uoe", "moe", "aoe", "dense"}) {
+      const ModelConfig c = load_model_config(std::string(family) + "-" + kind);
+      check_model_config(c, c.name);
+      EXPECT_EQ(model_config_from_json(to_json(c), c.name).n_layers, c.n_layers);
+    }
 }
 
 }  // namespace

@@ -307,6 +307,9 @@ TEST(Training, BadNumericOptionsAreNamedBeforeAnyWork) {
       {[](TrainOptions& o) { o.save_every = -5; }, "--eval-every and --save-every must be >= 0"},
       {[](TrainOptions& o) { o.eval_batches = 0; }, "--eval-batches must be positive, got 0"},
       {[](TrainOptions& o) { o.time_limit_s = -60; }, "--minutes must be >= 0 (0: no limit), got -1"},
+      // a std::bad_alloc (or minutes of allocating) before
+      {[](TrainOptions& o) { o.batch = 1000000000; },
+       "--batch 1000000000 x --seq 32 is 3.2e+10 tokens per micro-batch; at most 268435456"},
   };
   for (const auto& [spoil, expected] : cases) {
     TrainOptions o = options(dir + "/run", 3);
