@@ -1,0 +1,46 @@
+// The fuzz driver: runs mutants of a corpus through a target, classifies each outcome, keeps what it finds.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "targets.h"
+
+namespace uoe::fuzz {
+
+// What one input did: empty when it was read or cleanly rejected (a uoe::Error), else the finding (the exception
+// type and message, or the time it took past the limit).
+std::string run_one(const Target& target, const std::string& bytes);
+
+// Inputs slower than this are findings (the fuzz inputs are at most 64 KiB); past kHangSeconds the process stops.
+constexpr double kSlowInputSeconds = 1.0;
+constexpr unsigned kHangSeconds = 10;
+
+struct Finding {
+  int64_t index;     // the input's number: the Mutator seeded with input_seed(seed, index) made it
+  std::string what;  // as run_one reports it
+  std::string path;  // where the input was saved, for `uoe_fuzz replay <format> <path>`
+};
+
+struct Campaign {
+  int64_t inputs = 0;    // run
+  int64_t rejected = 0;  // of which a uoe::Error refused
+  double seconds = 0, slowest_seconds = 0;
+  std::vector<Finding> findings;  // at most 10: the campaign stops at the tenth
+};
+
+// The seed of input `index`'s Mutator in a campaign seeded with `seed`: one input is remade from (seed, index).
+uint64_t input_seed(uint64_t seed, int64_t index);
+
+// Runs `inputs` mutants of `corpus` through `target`. Findings are saved under findings_dir(). A crash, sanitizer
+// report or hang ends the process, after printing the format, seed and input index and saving the input (the
+// fatal-signal, sanitizer-death and SIGALRM hooks are installed for the campaign's duration).
+Campaign run_campaign(const Target& target, const std::vector<std::string>& corpus, int64_t inputs, uint64_t seed);
+
+// $UOE_FUZZ_FINDINGS, else $TMPDIR/uoe-fuzz-findings (or /tmp/...): made when first needed.
+std::string findings_dir();
+
+// The files of a directory (a committed corpus), sorted by name; an error names a missing or empty directory.
+std::vector<std::string> read_corpus(const std::string& dir);
+
+}  // namespace uoe::fuzz
