@@ -3,6 +3,7 @@
 
 #include <cxxabi.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -117,7 +118,9 @@ std::string demangled(const std::type_info& type) {
 
 }  // namespace
 
-std::string run_one(const Target& target, const std::string& bytes) {
+namespace {
+
+std::string classify(const Target& target, const std::string& bytes) {
   try {
     target.run(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
     return "";
@@ -126,6 +129,32 @@ std::string run_one(const Target& target, const std::string& bytes) {
   } catch (...) {
     return "an exception not derived from std::exception";
   }
+}
+
+int64_t peak_rss_bytes() {
+  struct rusage ru {};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return int64_t(ru.ru_maxrss) * 1024;
+}
+
+}  // namespace
+
+std::string run_one(const Target& target, const std::string& bytes) {
+  const int64_t rss_before = peak_rss_bytes();
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  ::alarm(kHangSeconds);
+  std::string what = classify(target, bytes);
+  ::alarm(0);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const int64_t rss_growth = peak_rss_bytes() - rss_before;
+  if (what.empty() && seconds > kSlowInputSeconds)
+    what = "slow: the input took " + std::to_string(seconds) + " s (the limit is " +
+           std::to_string(kSlowInputSeconds) + " s)";
+  if (what.empty() && rss_growth > kMaxMemoryGrowthBytes)
+    what = "memory: the process's peak RSS grew by " + std::to_string(rss_growth >> 20) + " MiB (the limit is " +
+           std::to_string(kMaxMemoryGrowthBytes >> 20) + " MiB)";
+  return what;
 }
 
 uint64_t input_seed(uint64_t seed, int64_t index) { return seed * 0x9E3779B97F4A7C15ull + uint64_t(index); }
@@ -155,15 +184,7 @@ Campaign run_campaign(const Target& target, const std::vector<std::string>& corp
                   target.format, (unsigned long long)seed, (long long)i, g_current.path, target.format,
                   g_current.path);
     g_current.bytes = &input;
-    ::alarm(kHangSeconds);
-    const auto t0 = Clock::now();
-    std::string what = run_one(target, input);
-    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    ::alarm(0);
-    c.slowest_seconds = std::max(c.slowest_seconds, dt);
-    if (what.empty() && dt > kSlowInputSeconds)
-      what = "slow: the input took " + std::to_string(dt) + " s (the limit is " + std::to_string(kSlowInputSeconds) +
-             " s)";
+    const std::string what = run_one(target, input);
     if (!what.empty()) {
       write_bytes(g_current.path, input);
       c.findings.push_back({i, what, g_current.path});

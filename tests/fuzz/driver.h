@@ -8,13 +8,16 @@
 
 namespace uoe::fuzz {
 
-// What one input did: empty when it was read or cleanly rejected (a uoe::Error), else the finding (the exception
-// type and message, or the time it took past the limit).
-std::string run_one(const Target& target, const std::string& bytes);
-
-// Inputs slower than this are findings (the fuzz inputs are at most 64 KiB); past kHangSeconds the process stops.
+// Inputs slower than this are findings (the fuzz inputs are at most 64 KiB); past kHangSeconds SIGALRM ends the
+// process. An input during which the process's peak memory grew by more than kMaxMemoryGrowthBytes is a finding
+// too: the readers must check sizes against the file before allocating.
 constexpr double kSlowInputSeconds = 1.0;
 constexpr unsigned kHangSeconds = 10;
+constexpr int64_t kMaxMemoryGrowthBytes = int64_t(1) << 30;
+
+// What one input did: empty when it was read or cleanly rejected (a uoe::Error), else the finding: the exception
+// type and message, the time past kSlowInputSeconds, or the memory past kMaxMemoryGrowthBytes.
+std::string run_one(const Target& target, const std::string& bytes);
 
 struct Finding {
   int64_t index;     // the input's number: the Mutator seeded with input_seed(seed, index) made it
@@ -25,7 +28,7 @@ struct Finding {
 struct Campaign {
   int64_t inputs = 0;    // run
   int64_t rejected = 0;  // of which a uoe::Error refused
-  double seconds = 0, slowest_seconds = 0;
+  double seconds = 0;
   std::vector<Finding> findings;  // at most 10: the campaign stops at the tenth
 };
 

@@ -30,8 +30,7 @@ void fuzz_format(const char* format) {
   const int64_t inputs = int64_t(env_number("UOE_FUZZ_INPUTS", 4000));
   const uint64_t seed = env_number("UOE_FUZZ_SEED", 1);
   const Campaign c = run_campaign(find_target(format), read_corpus(kCorpusDir + "/" + format), inputs, seed);
-  std::printf("fuzz %s: %lld inputs in %.2f s, the slowest %.4f s\n", format, (long long)c.inputs, c.seconds,
-              c.slowest_seconds);
+  std::printf("fuzz %s: %lld inputs in %.2f s\n", format, (long long)c.inputs, c.seconds);
   for (const Finding& f : c.findings)
     ADD_FAILURE() << "fuzz finding: format " << format << ", seed " << seed << ", input " << f.index << ": " << f.what
                   << "\n  the input is saved at " << f.path << "\n  replay: uoe_fuzz replay " << format << " "
