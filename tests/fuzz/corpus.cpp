@@ -99,7 +99,8 @@ void save(const CheckpointSeed& s, const std::string& dir) {
 }  // namespace
 
 std::vector<SeedFile> seed_corpus() {
-  const std::string dir = make_scratch_dir("corpus");
+  const ScratchDir scratch("corpus");
+  const std::string& dir = scratch.path();
   std::vector<SeedFile> seeds;
   const auto add = [&](const std::string& format, const std::string& name, const std::string& path) {
     seeds.push_back({format, name, read_file_bytes(path)});
@@ -122,7 +123,6 @@ std::vector<SeedFile> seed_corpus() {
   for (int32_t i = 1; i <= 36; ++i) wide.push_back(i * 1931 % 70000);
   nn::write_token_file(dir + "/wide.tok", wide, 70000);
   add("token_file", "wide-4byte-ids.tok", dir + "/wide.tok");
-  remove_scratch_dir(dir);
   return seeds;
 }
 

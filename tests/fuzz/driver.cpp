@@ -2,7 +2,7 @@
 #include "driver.h"
 
 #include <cxxabi.h>
-#include <fcntl.h>
+#include <time.h>
 #include <sys/resource.h>
 #include <signal.h>
 #include <unistd.h>
@@ -35,47 +35,34 @@
 namespace uoe::fuzz {
 namespace {
 
-// The input being run, for the hooks of a dying process: they save its bytes to `path` and print `message`,
-// with async-signal-safe calls only (both strings are formatted before the input runs).
-struct CurrentInput {
-  const std::string* bytes = nullptr;
-  char path[1024] = {};
-  char message[4096] = {};
-} g_current;
+// The input being run, as the hooks of a dying process print it (formatted before the input runs: they may only
+// make async-signal-safe calls). Its bytes are already on disk: the campaign saves each input while it runs.
+char g_current_message[4096] = {};
 
-void write_all(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w <= 0) return;
-    p += w;
-    n -= size_t(w);
+void report_current(const char* what) {
+  for (const char* text : {what, static_cast<const char*>(g_current_message)}) {
+    for (size_t n = std::strlen(text); n > 0;) {
+      const ssize_t w = ::write(2, text, n);
+      if (w <= 0) break;
+      text += w;
+      n -= size_t(w);
+    }
   }
-}
-
-void save_and_report_current(const char* what) {
-  if (!g_current.bytes) return;
-  const int fd = ::open(g_current.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd >= 0) {
-    write_all(fd, g_current.bytes->data(), g_current.bytes->size());
-    ::close(fd);
-  }
-  write_all(2, what, std::strlen(what));
-  write_all(2, g_current.message, std::strlen(g_current.message));
 }
 
 void on_fatal_signal(int sig) {
-  save_and_report_current(sig == SIGALRM ? "\n[fuzz] HANG: one input ran past the time limit\n"
-                                         : "\n[fuzz] CRASH: a fatal signal\n");
+  report_current(sig == SIGALRM ? "\n[fuzz] HANG: one input ran past the time limit\n" : "\n[fuzz] CRASH\n");
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }
 
 #ifdef UOE_FUZZ_ASAN
-void on_sanitizer_death() { save_and_report_current("\n[fuzz] CRASH: the sanitizer report above\n"); }
+void on_sanitizer_death() { report_current("\n[fuzz] CRASH: the sanitizer report above\n"); }
 #endif
 
-// Installs the hooks for a campaign's duration: SIGALRM (the hang watchdog) always; the fatal signals in a build
-// without AddressSanitizer, which otherwise reports them itself and then calls its death callback.
+// Hooks that name the input a dying process was running, for a campaign's duration: SIGALRM (the hang watchdog);
+// AddressSanitizer's death callback, or without it the fatal signals. (GCC's UndefinedBehaviorSanitizer has its own
+// runtime, which does not call that callback: its reports are followed by no line, and the saved input tells.)
 class DeathHooks {
  public:
   DeathHooks() {
@@ -100,7 +87,7 @@ class DeathHooks {
 #ifdef UOE_FUZZ_ASAN
     __sanitizer_set_death_callback(nullptr);
 #endif
-    g_current.bytes = nullptr;
+    g_current_message[0] = '\0';
   }
   DeathHooks(const DeathHooks&) = delete;
   DeathHooks& operator=(const DeathHooks&) = delete;
@@ -131,6 +118,14 @@ std::string classify(const Target& target, const std::string& bytes) {
   }
 }
 
+// The CPU time of this thread: unlike the wall clock, it does not count the time a loaded machine (CI runs tests
+// in parallel) keeps the process waiting.
+double thread_cpu_seconds() {
+  struct timespec ts {};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
 int64_t peak_rss_bytes() {
   struct rusage ru {};
   ::getrusage(RUSAGE_SELF, &ru);
@@ -141,15 +136,14 @@ int64_t peak_rss_bytes() {
 
 std::string run_one(const Target& target, const std::string& bytes) {
   const int64_t rss_before = peak_rss_bytes();
-  using Clock = std::chrono::steady_clock;
-  const auto t0 = Clock::now();
+  const double cpu_before = thread_cpu_seconds();
   ::alarm(kHangSeconds);
   std::string what = classify(target, bytes);
   ::alarm(0);
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double seconds = thread_cpu_seconds() - cpu_before;
   const int64_t rss_growth = peak_rss_bytes() - rss_before;
   if (what.empty() && seconds > kSlowInputSeconds)
-    what = "slow: the input took " + std::to_string(seconds) + " s (the limit is " +
+    what = "slow: the input took " + std::to_string(seconds) + " s of CPU time (the limit is " +
            std::to_string(kSlowInputSeconds) + " s)";
   if (what.empty() && rss_growth > kMaxMemoryGrowthBytes)
     what = "memory: the process's peak RSS grew by " + std::to_string(rss_growth >> 20) + " MiB (the limit is " +
@@ -174,21 +168,22 @@ Campaign run_campaign(const Target& target, const std::vector<std::string>& corp
   DeathHooks hooks;
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
+  const std::string prefix = dir + "/" + target.format + "-seed" + std::to_string(seed) + "-input";
+  std::fprintf(stderr, "[fuzz] %s: seed %llu; each input is saved as %s<index>.bin while it runs, so a crash, a "
+               "sanitizer report or a hang leaves it there\n", target.format, (unsigned long long)seed, prefix.c_str());
   for (int64_t i = 0; i < inputs && c.findings.size() < 10; ++i) {
     Mutator mutator(input_seed(seed, i));
     const std::string input = mutator.mutate(corpus);
-    std::snprintf(g_current.path, sizeof g_current.path, "%s/%s-seed%llu-input%lld.bin", dir.c_str(), target.format,
-                  (unsigned long long)seed, (long long)i);
-    std::snprintf(g_current.message, sizeof g_current.message,
-                  "[fuzz] format %s, seed %llu, input %lld; saved to %s (replay: uoe_fuzz replay %s %s)\n",
-                  target.format, (unsigned long long)seed, (long long)i, g_current.path, target.format,
-                  g_current.path);
-    g_current.bytes = &input;
+    const std::string path = prefix + std::to_string(i) + ".bin";
+    std::snprintf(g_current_message, sizeof g_current_message,
+                  "[fuzz] format %s, seed %llu, input %lld, saved as %s (replay: uoe_fuzz replay %s %s)\n",
+                  target.format, (unsigned long long)seed, (long long)i, path.c_str(), target.format, path.c_str());
+    write_bytes(path, input);
     const std::string what = run_one(target, input);
-    if (!what.empty()) {
-      write_bytes(g_current.path, input);
-      c.findings.push_back({i, what, g_current.path});
-    }
+    if (what.empty())
+      std::filesystem::remove(path);
+    else
+      c.findings.push_back({i, what, path});
     ++c.inputs;
   }
   c.seconds = std::chrono::duration<double>(Clock::now() - start).count();

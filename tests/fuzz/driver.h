@@ -8,11 +8,11 @@
 
 namespace uoe::fuzz {
 
-// Inputs slower than this are findings (the fuzz inputs are at most 64 KiB); past kHangSeconds SIGALRM ends the
-// process. An input during which the process's peak memory grew by more than kMaxMemoryGrowthBytes is a finding
-// too: the readers must check sizes against the file before allocating.
+// Inputs that take more CPU time than this are findings (the fuzz inputs are at most 64 KiB); past kHangSeconds of
+// wall-clock time, SIGALRM ends the process. An input during which the process's peak memory grew by more than
+// kMaxMemoryGrowthBytes is a finding too: the readers must check sizes against the file before allocating.
 constexpr double kSlowInputSeconds = 1.0;
-constexpr unsigned kHangSeconds = 10;
+constexpr unsigned kHangSeconds = 30;
 constexpr int64_t kMaxMemoryGrowthBytes = int64_t(1) << 30;
 
 // What one input did: empty when it was read or cleanly rejected (a uoe::Error), else the finding: the exception
@@ -35,9 +35,9 @@ struct Campaign {
 // The seed of input `index`'s Mutator in a campaign seeded with `seed`: one input is remade from (seed, index).
 uint64_t input_seed(uint64_t seed, int64_t index);
 
-// Runs `inputs` mutants of `corpus` through `target`. Findings are saved under findings_dir(). A crash, sanitizer
-// report or hang ends the process, after printing the format, seed and input index and saving the input (the
-// fatal-signal, sanitizer-death and SIGALRM hooks are installed for the campaign's duration).
+// Runs `inputs` mutants of `corpus` through `target`, each saved under findings_dir() while it runs and kept when
+// it is a finding. A crash, sanitizer report or hang ends the process and leaves its input there; the process
+// prints the format, seed and input index too where it can (hang, AddressSanitizer, or a fatal signal).
 Campaign run_campaign(const Target& target, const std::vector<std::string>& corpus, int64_t inputs, uint64_t seed);
 
 // $UOE_FUZZ_FINDINGS, else $TMPDIR/uoe-fuzz-findings (or /tmp/...): made when first needed.

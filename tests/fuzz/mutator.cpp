@@ -30,16 +30,16 @@ constexpr const char* kStrings[] = {
     "gate", "full_softmax", "full_expert", "topp", "tokens_seen", "seed", "data_cursor", "rng", "offset", "lr",
     "", "\\ud800", "\\udc00\\ud800", "\\u0000", "\xff", "\xc3\xa9", "a\\\"b"};
 
-// Values of every type, empty and nested containers, and nesting just under and over the parser's limit (512).
+// Values of every type, empty and nested containers; other_value(i) for i past them nests just under and just over
+// the parser's limit of 512 levels.
+constexpr const char* kValues[] = {"null", "true", "false", "[]", "{}", "[[]]", "{\"\":0}", "[1,2]", "\"\"", "0",
+                                   "[0,0]", "[-1,1]", "{\"a\":{}}"};
+constexpr size_t kOtherValues = std::size(kValues) + 2;
 std::string other_value(size_t pick) {
-  static const char* kValues[] = {"null", "true", "false", "[]", "{}", "[[]]", "{\"\":0}", "[1,2]", "\"\"", "0",
-                                  "[0,0]", "[-1,1]", "{\"a\":{}}"};
-  const size_t n = std::size(kValues);
-  if (pick < n) return kValues[pick];
-  const size_t depth = pick == n ? 511 : 513;
+  if (pick < std::size(kValues)) return kValues[pick];
+  const size_t depth = pick == std::size(kValues) ? 511 : 513;
   return std::string(depth, '[') + std::string(depth, ']');
 }
-constexpr size_t kOtherValues = 15;
 
 // 4- and 8-byte little-endian values for binary header fields.
 std::string le_bytes(uint64_t v, int bytes) {

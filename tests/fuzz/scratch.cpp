@@ -13,20 +13,20 @@
 
 namespace uoe::fuzz {
 
-std::string make_scratch_dir(const std::string& tag) {
+ScratchDir::ScratchDir(const std::string& tag) {
   const char* tmpdir = std::getenv("TMPDIR");
-  std::string base = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : tmpdir && *tmpdir ? tmpdir : "/tmp";
-  std::string pattern = base + "/uoe-fuzz-" + tag + "-XXXXXX";
+  const std::string base = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : tmpdir && *tmpdir ? tmpdir : "/tmp";
+  const std::string pattern = base + "/uoe-fuzz-" + tag + "-XXXXXX";
   std::vector<char> buf(pattern.begin(), pattern.end());
   buf.push_back('\0');
   if (!::mkdtemp(buf.data()))
     throw std::runtime_error("[fuzz] cannot create a directory " + pattern + ": " + std::strerror(errno));
-  return buf.data();
+  path_ = buf.data();
 }
 
-void remove_scratch_dir(const std::string& dir) {
+ScratchDir::~ScratchDir() {
   std::error_code ignored;
-  std::filesystem::remove_all(dir, ignored);
+  std::filesystem::remove_all(path_, ignored);
 }
 
 void write_bytes(const std::string& path, const void* data, size_t size) {

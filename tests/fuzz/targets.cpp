@@ -18,14 +18,10 @@ namespace {
 // so loading gets as far as the fuzzed file). Removed at exit.
 class ScratchCheckpoints {
  public:
-  ~ScratchCheckpoints() {
-    if (!root_.empty()) remove_scratch_dir(root_);
-  }
   const std::string& dir(const std::string& format) {
-    if (root_.empty()) root_ = make_scratch_dir("targets");
     auto it = dirs_.find(format);
     if (it == dirs_.end()) {
-      const std::string d = root_ + "/" + format;
+      const std::string d = root_.path() + "/" + format;
       write_seed_checkpoint(d);
       it = dirs_.emplace(format, d).first;
     }
@@ -33,7 +29,7 @@ class ScratchCheckpoints {
   }
 
  private:
-  std::string root_;
+  ScratchDir root_{"targets"};
   std::map<std::string, std::string> dirs_;
 };
 
