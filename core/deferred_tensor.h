@@ -22,7 +22,7 @@ using DeferredTensors = std::vector<DeferredTensor>;
 // Tensors that exist already, deferred (producing one returns it).
 inline DeferredTensors defer(const std::vector<std::pair<std::string, Tensor>>& tensors) {
   DeferredTensors out;
-  for (const auto& [name, t] : tensors) out.push_back({name, t.dtype(), t.shape(), [t] { return t; }});
+  for (const auto& [name, t] : tensors) out.push_back({name, t.dtype(), t.shape(), [tensor = t] { return tensor; }});
   return out;
 }
 

@@ -205,7 +205,10 @@ File decode(uint64_t file_size, const std::function<void(uint64_t, size_t, void*
   for (const Entry& e : h.entries) {
     const size_t nbytes = size_t(e.end - e.begin);
     Tensor t;
-    if (mapping) {
+    // A view must be aligned to its element size. The format does not require the header to be padded (uoe's
+    // writer and the reference one pad it to 8, other writers may not), and a 1-byte tensor can precede a wider one:
+    // such a tensor is read into memory instead (the mapping is page-aligned, so the file offset decides).
+    if (mapping && (data_start + e.begin) % dtype_size(e.dtype) == 0) {
       void* data = static_cast<char*>(mapping->base) + data_start + e.begin;
       t = make_tensor(std::make_shared<Storage>(data, nbytes, Device::cpu(), [mapping] {}), e.shape,
                       contiguous_strides(e.shape), 0, e.dtype);

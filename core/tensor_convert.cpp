@@ -17,6 +17,15 @@ T Tensor::item() const {
   return to_vector<T>()[0];
 }
 
+// Declared before item<bool>() below instantiates to_vector<bool>() (a specialisation after that first use is
+// ill-formed: GCC accepts it, clang rejects it).
+template <>
+std::vector<bool> Tensor::to_vector<bool>() const {
+  const Tensor host = to(Device::cpu()).to(DType::Bool).contiguous();
+  const bool* p = host.data_ptr<bool>();
+  return std::vector<bool>(p, p + host.numel());
+}
+
 template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
@@ -26,12 +35,5 @@ template double Tensor::item<double>() const;
 template int32_t Tensor::item<int32_t>() const;
 template int64_t Tensor::item<int64_t>() const;
 template bool Tensor::item<bool>() const;
-
-template <>
-std::vector<bool> Tensor::to_vector<bool>() const {
-  const Tensor host = to(Device::cpu()).to(DType::Bool).contiguous();
-  const bool* p = host.data_ptr<bool>();
-  return std::vector<bool>(p, p + host.numel());
-}
 
 }  // namespace uoe

@@ -15,6 +15,11 @@ inline uint64_t pair_key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) <
 inline int32_t key_first(uint64_t k) { return int32_t(k >> 32); }
 inline int32_t key_second(uint64_t k) { return int32_t(k & 0xffffffffu); }
 
+// The bytes of every id are kept, and a merge of an id with itself doubles a token's length: 40 merges in a
+// tokenizer.json of a few hundred bytes would ask for terabytes. Vocabularies trained on text hold well under
+// a megabyte in all (GPT-2's 50k tokens, about 300 KB); this bound refuses the others before allocating.
+constexpr uint64_t kMaxTokenBytes = uint64_t(1) << 26;
+
 }  // namespace
 
 struct BpeTokenizer::RankTable {
@@ -31,6 +36,7 @@ BpeTokenizer::BpeTokenizer(std::vector<std::pair<int32_t, int32_t>> merges) : me
   table->rank.reserve(merges_.size() * 2);
   bytes_.reserve(256 + merges_.size());
   for (int i = 0; i < 256; ++i) bytes_.emplace_back(1, char(uint8_t(i)));
+  uint64_t total_bytes = 256;
   for (size_t i = 0; i < merges_.size(); ++i) {
     const auto [a, b] = merges_[i];
     const int64_t limit = 256 + int64_t(i);
@@ -38,6 +44,11 @@ BpeTokenizer::BpeTokenizer(std::vector<std::pair<int32_t, int32_t>> merges) : me
               "): both ids must be in [0, ", limit, ") (earlier ids only)");
     const bool fresh = table->rank.emplace(pair_key(a, b), int32_t(i)).second;
     UOE_CHECK(fresh, "[BpeTokenizer] merge ", i, " (", a, ", ", b, ") repeats merge ", table->find(a, b));
+    const uint64_t length = bytes_[a].size() + bytes_[b].size();
+    total_bytes += length;
+    UOE_CHECK(total_bytes <= kMaxTokenBytes, "[BpeTokenizer] merge ", i, " (", a, ", ", b, ") makes a token of ",
+              length, " bytes, and the tokens up to it hold ", total_bytes, " bytes in all; the limit is ",
+              kMaxTokenBytes, " (a vocabulary trained on text stays far below it)");
     bytes_.push_back(bytes_[a] + bytes_[b]);
   }
   ranks_ = std::move(table);

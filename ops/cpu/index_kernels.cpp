@@ -148,6 +148,7 @@ std::pair<Tensor, Tensor> topk(const Tensor& x_in, int64_t k, int64_t dim, bool 
     using T = typename decltype(tag)::type;
     const T* px = x.data_ptr<T>();
     T* pv = values.data_ptr<T>();
+    const bool descending = largest;  // clang 14 refuses `largest` (of topk) in the comparator inside the omp loop
 #pragma omp parallel for schedule(static) if (rows * n >= 32768 && !omp_in_parallel())
     for (int64_t r = 0; r < rows; ++r) {
       const T* row = px + r * n;
@@ -157,8 +158,8 @@ std::pair<Tensor, Tensor> topk(const Tensor& x_in, int64_t k, int64_t dim, bool 
       // strict weak order even with NaN
       std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) {
         const bool na = row[a] != row[a], nb = row[b] != row[b];
-        if (na != nb) return na == largest;
-        if (!na && row[a] != row[b]) return largest ? row[a] > row[b] : row[a] < row[b];
+        if (na != nb) return na == descending;
+        if (!na && row[a] != row[b]) return descending ? row[a] > row[b] : row[a] < row[b];
         return a < b;
       });
       for (int64_t j = 0; j < k; ++j) {

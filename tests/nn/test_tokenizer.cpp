@@ -134,6 +134,17 @@ TEST(TokenizerBpe, TrainErrorsAndEdgeCases) {
   EXPECT_NE(error_of([] { BpeTokenizer({{97, 98}, {97, 98}}); }).find("repeats"), std::string::npos);
 }
 
+// Merging a token with itself doubles its length: 40 such merges (a tokenizer.json of a few hundred bytes) would
+// need terabytes. Found by the fuzzer: the loader allocated until std::bad_alloc. Now one error, before allocating.
+TEST(TokenizerBpe, TokensOfAbsurdTotalLengthAreRefused) {
+  Merges doubling = {{97, 97}};
+  for (int32_t id = 256; id < 296; ++id) doubling.push_back({id, id});
+  const std::string msg = error_of([&] { BpeTokenizer{doubling}; });
+  EXPECT_NE(msg.find("merge 24 (279, 279) makes a token of 33554432 bytes"), std::string::npos) << msg;
+  doubling.resize(20);  // tokens of up to 2^20 bytes: allowed
+  EXPECT_EQ(BpeTokenizer(doubling).token_bytes(275), std::string(size_t(1) << 20, 'a'));
+}
+
 // ---- BPE vs a naive trainer (full recount per merge) ----
 
 Merges naive_train(const std::string& text, int64_t vocab) {

@@ -1,0 +1,117 @@
+// The fuzzer in the suite: a mutation campaign per file format, and the committed seed corpus checked against its
+// generator. Every input must be read or rejected with one uoe::Error: no other exception, crash, sanitizer report
+// or hang. UOE_FUZZ_INPUTS sets the inputs per format (default 4000: 24,000 per run), UOE_FUZZ_SEED the campaign.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/safetensors.h"
+#include "fuzz/corpus.h"
+#include "fuzz/driver.h"
+#include "fuzz/mutator.h"
+
+namespace uoe::fuzz {
+namespace {
+
+const std::string kCorpusDir = UOE_FUZZ_CORPUS;
+
+uint64_t env_number(const char* name, uint64_t def) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return def;
+  char* end = nullptr;
+  const unsigned long long n = std::strtoull(v, &end, 10);
+  if (*end || n == 0) ADD_FAILURE() << name << "=" << v << " is not a positive integer";
+  return n;
+}
+
+void fuzz_format(const char* format) {
+  const int64_t inputs = int64_t(env_number("UOE_FUZZ_INPUTS", 4000));
+  const uint64_t seed = env_number("UOE_FUZZ_SEED", 1);
+  const Campaign c = run_campaign(find_target(format), read_corpus(kCorpusDir + "/" + format), inputs, seed);
+  std::printf("fuzz %s: %lld inputs in %.2f s\n", format, (long long)c.inputs, c.seconds);
+  for (const Finding& f : c.findings)
+    ADD_FAILURE() << "fuzz finding: format " << format << ", seed " << seed << ", input " << f.index << ": " << f.what
+                  << "\n  the input is saved at " << f.path << "\n  replay: uoe_fuzz replay " << format << " "
+                  << f.path;
+  EXPECT_EQ(c.inputs, c.findings.size() < 10 ? inputs : c.inputs);
+}
+
+TEST(Fuzz, Safetensors) { fuzz_format("safetensors"); }
+TEST(Fuzz, Optimizer) { fuzz_format("optimizer"); }
+TEST(Fuzz, Config) { fuzz_format("config"); }
+TEST(Fuzz, TrainerState) { fuzz_format("trainer_state"); }
+TEST(Fuzz, Tokenizer) { fuzz_format("tokenizer"); }
+TEST(Fuzz, TokenFile) { fuzz_format("token_file"); }
+
+// The committed corpus is what tests/fuzz/make_corpus.sh writes today: no file missing, changed or left over.
+TEST(FuzzCorpus, CommittedFilesAreTheGeneratorsOutput) {
+  size_t generated = 0;
+  for (const SeedFile& s : seed_corpus()) {
+    const std::string path = kCorpusDir + "/" + s.format + "/" + s.name;
+    ASSERT_TRUE(std::filesystem::exists(path)) << path << " is missing: run tests/fuzz/make_corpus.sh";
+    EXPECT_TRUE(read_file_bytes(path) == s.bytes) << path << " differs from the generator's: run tests/fuzz/make_corpus.sh";
+    ++generated;
+  }
+  size_t committed = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(kCorpusDir)) committed += e.is_regular_file();
+  EXPECT_EQ(committed, generated) << kCorpusDir << " holds files the generator does not make";
+}
+
+// Every seed is valid all the way through its target (a rejected seed would leave its mutants untested past the
+// point where it fails).
+TEST(FuzzCorpus, EverySeedIsAccepted) {
+  const ExpectAccepted strict;
+  for (const SeedFile& s : seed_corpus())
+    EXPECT_EQ(run_one(find_target(s.format), s.bytes), "") << s.format << "/" << s.name;
+}
+
+// The driver's oracle: another exception type is a finding, named with its type; a uoe::Error is not.
+TEST(FuzzDriver, ClassifiesOutcomes) {
+  const Target clean{"clean", [](const uint8_t*, size_t) { return 0; }};
+  const Target bad_alloc{"bad_alloc", [](const uint8_t*, size_t) -> int { throw std::bad_alloc(); }};
+  EXPECT_EQ(run_one(clean, "x"), "");
+  EXPECT_EQ(run_one(bad_alloc, "x"), "std::bad_alloc: std::bad_alloc");
+  const Campaign c = run_campaign(bad_alloc, {"seed"}, 3, 1);
+  ASSERT_EQ(c.findings.size(), 3u);
+  for (const Finding& f : c.findings) {
+    EXPECT_TRUE(std::filesystem::is_regular_file(f.path)) << f.path;
+    std::filesystem::remove(f.path);
+  }
+}
+
+// A campaign is reproducible: input i of seed s is the same bytes on every run and machine.
+TEST(FuzzDriver, MutantsDependOnlyOnSeedAndIndex) {
+  const std::vector<std::string> corpus = {"{\"a\": [1, 2, \"x\"]}", "0123456789abcdef"};
+  std::vector<std::string> first, again;
+  for (int64_t i = 0; i < 50; ++i) {
+    first.push_back(Mutator(input_seed(7, i)).mutate(corpus));
+    again.push_back(Mutator(input_seed(7, i)).mutate(corpus));
+  }
+  EXPECT_EQ(first, again);
+  EXPECT_NE(Mutator(input_seed(7, 0)).mutate(corpus), Mutator(input_seed(8, 0)).mutate(corpus));
+}
+
+// The header-aware edits keep a safetensors file's length prefix consistent, so many mutants get past the framing
+// to the checks of the tensor fields (dtype, shape, data_offsets), which byte edits alone rarely reach.
+TEST(FuzzDriver, SafetensorsMutantsReachTheTensorFieldChecks) {
+  const std::vector<std::string> corpus = read_corpus(kCorpusDir + "/safetensors");
+  int fields = 0, n = 2000;
+  for (int64_t i = 0; i < n; ++i) {
+    try {
+      safetensors::deserialize(Mutator(input_seed(3, i)).mutate(corpus), "mutant");
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      fields += msg.find("dtype") != std::string::npos || msg.find("shape") != std::string::npos ||
+                msg.find("data_offsets") != std::string::npos;
+    }
+  }
+  std::printf("%d of %d mutants rejected by a tensor field check\n", fields, n);
+  EXPECT_GT(fields, n / 6);  // 425 today; 273 when header edits keep the seed's length prefix
+}
+
+}  // namespace
+}  // namespace uoe::fuzz
