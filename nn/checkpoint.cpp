@@ -64,13 +64,13 @@ void save_checkpoint(bool writer, const std::string& dir, const DeferredTensors&
 }
 
 ModelConfig checkpoint_config(const std::string& dir) {
+  UOE_CHECK(checkpoint_exists(dir), "[checkpoint] no checkpoint in '", dir, "' (missing model.safetensors)");
   return model_config_from_json(json::read_file(dir + "/config.json"), dir + "/config.json");
 }
 
 Checkpoint load_checkpoint(const std::string& dir, OptimizerState optimizer) {
-  UOE_CHECK(checkpoint_exists(dir), "[checkpoint] no checkpoint in '", dir, "' (missing model.safetensors)");
   Checkpoint c;
-  c.config = checkpoint_config(dir);
+  c.config = checkpoint_config(dir);  // first: it says when there is no checkpoint
   c.model = as_map(safetensors::load(dir + "/model.safetensors"));
   if (optimizer == OptimizerState::Load && file_exists(dir + "/optimizer.safetensors")) {
     const std::string file = dir + "/optimizer.safetensors";

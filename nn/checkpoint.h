@@ -43,7 +43,7 @@ enum class OptimizerState { Load, Skip };
 // Reads a checkpoint directory (finishing an interrupted atomic write first); errors name the file.
 Checkpoint load_checkpoint(const std::string& dir, OptimizerState optimizer = OptimizerState::Load);
 bool checkpoint_exists(const std::string& dir);
-// The model configuration of a checkpoint (its config.json alone).
+// The model configuration of a checkpoint (its config.json alone; an error when there is no checkpoint).
 ModelConfig checkpoint_config(const std::string& dir);
 
 }  // namespace uoe::nn

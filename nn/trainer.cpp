@@ -24,6 +24,7 @@
 #include "nn/data_parallel.h"
 #include "nn/expert_sharding.h"
 #include "nn/optim.h"
+#include "nn/preflight.h"
 #include "nn/progress.h"
 #include "nn/run_identity.h"
 #include "nn/zero_optimizer.h"
@@ -202,6 +203,7 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
   if (resuming)
     for (const std::string& note : check_resumed_run(identity, ckpt_dir, o.allow_change))
       if (lead) std::fprintf(stderr, "[train] resuming with %s\n", note.c_str());
+  check_training_memory(config, o, comm);
   manual_seed(o.seed);
   LanguageModel model(config);
   // Expert parallel: groups of E consecutive ranks each keep 1/E of every layer's experts; the ranks at the same

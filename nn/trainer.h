@@ -52,6 +52,9 @@ struct TrainOptions {
   // Settings of the run identity that a resume may change (--allow-change), e.g. "steps"; others that differ
   // from the checkpoint's are refused.
   std::vector<std::string> allow_change;
+  // Before allocating, the training memory estimate is compared with what the process may use (nn/preflight.h);
+  // false: start anyway (--skip-memory-check).
+  bool memory_check = true;
 };
 
 // The warmup steps and the final learning rate of a run: the options', or their defaults.

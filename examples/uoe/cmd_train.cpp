@@ -87,6 +87,7 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   o.checkpoint_activations = a.flag("checkpoint-activations");
   o.expert_parallel = a.integer("expert-parallel", 1);
   o.allow_change = nn::parse_allowed_changes(a.str("allow-change", ""));
+  o.memory_check = !a.flag("skip-memory-check");
   watchdog::set_timeout(a.number("collective-timeout", watchdog::timeout()));
   o.device = train_device(a, comm);
   if (precision_flag(a, "dtype", "bf16 compute over float32 master weights") == DType::BFloat16)
