@@ -50,8 +50,8 @@ void add_cgroup_limit(const std::string& root, std::string path, const char* lim
     if (limit && usage) {
       const double inactive = memory_stat_field(read_text(dir + "/memory.stat").value_or(""), inactive_field);
       const double room = *limit - (*usage - inactive);
-      if (!tightest || room < tightest->room) tightest = MemoryLimit{room, "the cgroup limit (" + dir + "/" + limit_file +
-                                                                              ")", true};
+      if (!tightest || room < tightest->room)
+        tightest = MemoryLimit{room, "the cgroup limit (" + dir + "/" + limit_file + ")", true};
     }
     if (path == "/" || path.empty()) break;
     const size_t slash = path.rfind('/');
@@ -90,7 +90,8 @@ double memory_stat_field(const std::string& memory_stat, const std::string& fiel
 std::vector<MemoryLimit> host_memory_limits() {
   std::vector<MemoryLimit> out;
   if (const auto meminfo = read_text("/proc/meminfo"))
-    if (const auto available = meminfo_available(*meminfo)) out.push_back({*available, "MemAvailable of /proc/meminfo"});
+    if (const auto available = meminfo_available(*meminfo))
+      out.push_back({*available, "MemAvailable of /proc/meminfo"});
   const std::string cgroups = read_text("/proc/self/cgroup").value_or("");
   if (const auto v2 = cgroup_path(cgroups, ""))
     add_cgroup_limit("/sys/fs/cgroup", *v2, "memory.max", "memory.current", "inactive_file", out);

@@ -394,8 +394,8 @@ double estimate_inference_memory(const ModelConfig& config, const InferenceOptio
   const double block = std::max(attn.saved + attn.copies, ffn.saved + ffn.copies);
   const double loss = head.saved + head.copies;  // the logits, their log-sum-exp (the loss is fused)
   const double kv = double(c.n_kv_heads) * d / double(c.n_heads);
-  const double cache = o.kv_cache ? 2 * double(c.n_layers) * tensor_bytes(double(o.batch) * double(c.context) * kv, kF32)
-                                  : 0;
+  const double cache_row = tensor_bytes(double(o.batch) * double(c.context) * kv, kF32);  // keys or values of a layer
+  const double cache = o.kv_cache ? 2 * double(c.n_layers) * cache_row : 0;
   // Loading: the model's parameters, and one tensor at a time initialised or converted beside them (the
   // checkpoint's file is mapped, not allocated).
   const double load = parameters + tensor_bytes(largest_parameter(c, 1), kF32);

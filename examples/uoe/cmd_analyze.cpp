@@ -10,7 +10,8 @@ namespace uoe::cli {
 
 int cmd_analyze(const std::vector<std::string>& argv) {
   const Args a(argv,
-               {"ckpt", "data", "out", "tokens", "seq", "batch", "samples", "grad-windows", "examples", "bins", "threads"},
+               {"ckpt", "data", "out", "tokens", "seq", "batch", "samples", "grad-windows", "examples", "bins",
+                "threads"},
                {"skip-memory-check"});
   set_threads(a.integer("threads", 0));
   const std::string ckpt = a.required("ckpt"), data = a.required("data"), out = a.required("out");
