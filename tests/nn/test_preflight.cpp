@@ -76,7 +76,9 @@ double measured_eval_peak(const ModelConfig& c, const std::string& ckpt, const T
 TEST(Preflight, TheInferenceEstimateCoversTheEvalPeak) {
   const std::string dir = test::temp_dir("preflight_eval");
   const auto data = test::micro_data(dir);
-  for (FfnKind kind : {FfnKind::Dense, FfnKind::MoE, FfnKind::AoE, FfnKind::UoE}) {
+  // the head's logits lead a dense model's peak, a block's expert activations a UoE model's (micro MoE and AoE
+  // measured +10% to +15% as well; the tiny presets at 1 x 64 and 8 x 256, -8% to +3%)
+  for (FfnKind kind : {FfnKind::Dense, FfnKind::UoE}) {
     const ModelConfig c = test::micro_config(kind);
     save_checkpoint(dir + "/ckpt", LanguageModel(c), c, nullptr, json::Value::object(), *make_byte_tokenizer());
     for (const auto& [batch, seq] : {std::pair<int64_t, int64_t>{1, 8}, {64, 32}}) {
