@@ -67,6 +67,9 @@ int run_or_abort(Communicator& comm, const std::string& what, const std::functio
   if (comm.size() == 1) return body();
   try {
     return body();
+  } catch (const CollectiveError& e) {
+    std::fprintf(stderr, "%s: rank %d of %d: %s\n", what.c_str(), comm.rank(), comm.size(), e.what());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: rank %d of %d: %s\n", what.c_str(), comm.rank(), comm.size(), e.what());
     comm.abort(1);

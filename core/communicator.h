@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/tensor.h"
 
 namespace uoe {
@@ -94,9 +95,17 @@ class LocalCommunicator final : public Communicator {
 // several processes.
 Communicator& world();
 
+// An error that every rank raises alike, having learnt it from the same collective (e.g. ranks started with
+// different settings): no rank is left waiting in a collective, so none needs ending.
+class CollectiveError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Runs `body`. If it throws while `comm` has several ranks, prints "<what>: rank r of N: <error>" on stderr and
 // ends every rank (comm.abort(1)), so that no rank waits forever in a collective the failed one will never
-// join. With one rank the exception propagates.
+// join; a CollectiveError, which every rank raises, is printed and returns 1 on each instead. With one rank the
+// exception propagates.
 int run_or_abort(Communicator& comm, const std::string& what, const std::function<int()>& body);
 
 // Backends behind world(), each compiled only when its library was found (UOE_WITH_MPI, UOE_WITH_NCCL).

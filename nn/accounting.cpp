@@ -378,6 +378,30 @@ MemoryEstimate estimate_training_memory(const ModelConfig& config, const MemoryO
   return e;
 }
 
+double estimate_inference_memory(const ModelConfig& config, const InferenceOptions& o) {
+  ModelConfig c = config;
+  resolve_defaults(c);
+  const MemoryOptions training{.batch = o.batch, .seq = o.seq, .compute = o.compute};
+  const double parameters = estimate_training_memory(c, training).parameters;  // validates the options
+  const int64_t seq = o.seq > 0 ? o.seq : c.context;
+  const double cb = float_bytes(o.compute, "compute");
+  const Step s{.N = double(o.batch) * double(seq), .p = kF32, .c = cb, .f32 = cb == kF32, .mixed = cb != kF32,
+               .cast_experts = cb != kF32, .ew = cb == kF32 ? 0 : 3 * kF32, .ep = 1};
+  const double d = double(c.d_model);
+  const Part attn = attention_part(c, s), ffn = ffn_part(c, s), head = head_part(c, s);
+  // Without gradients a block's attention and FFN each hold at most what they keep for backward in training, one
+  // after the other, beside the residual stream [N, d].
+  const double block = std::max(attn.saved + attn.copies, ffn.saved + ffn.copies);
+  const double loss = head.saved + head.copies;  // the logits, their log-sum-exp (the loss is fused)
+  const double kv = double(c.n_kv_heads) * d / double(c.n_heads);
+  const double cache_row = tensor_bytes(double(o.batch) * double(c.context) * kv, kF32);  // keys or values of a layer
+  const double cache = o.kv_cache ? 2 * double(c.n_layers) * cache_row : 0;
+  // Loading: the model's parameters, and one tensor at a time initialised or converted beside them (the
+  // checkpoint's file is mapped, not allocated).
+  const double load = parameters + tensor_bytes(largest_parameter(c, 1), kF32);
+  return std::max(load, parameters + cache + 2 * s.act(1, kI64) + s.act(d, kF32) + std::max(block, loss));
+}
+
 double training_flops_per_token(const ModelConfig& c, int64_t seq) {
   ModelConfig at_seq = c;
   at_seq.context = seq;

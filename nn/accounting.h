@@ -42,6 +42,19 @@ struct MemoryEstimate {
 // library's CPU ops allocate them (sizes rounded as the CPU allocator rounds them; see docs/GUIDE.md).
 MemoryEstimate estimate_training_memory(const ModelConfig& c, const MemoryOptions& o = {});
 
+// Inference without gradients on a checkpoint's model (uoe eval, sample, analyze's forwards).
+struct InferenceOptions {
+  int64_t batch = 1;               // rows per forward
+  int64_t seq = 0;                 // tokens per row (0: the context)
+  DType compute = DType::Float32;  // --dtype
+  bool kv_cache = false;           // keys and values cached for the whole context (uoe sample)
+};
+
+// Bytes the tensor allocator holds at the peak: the float32 parameters and, while a checkpoint loads, its largest
+// tensor; or the parameters, the cache and the largest working set of one forward, bounded by what training keeps
+// of a block's attention or FFN, or of the head and loss (nn::estimate_training_memory's terms).
+double estimate_inference_memory(const ModelConfig& c, const InferenceOptions& o);
+
 // Active counts take top_k experts per token. With routing = "topp" the number varies per token (1 to n; `uoe
 // analyze` reports the mean), so those counts are the top_k-expert figure, not a bound.
 struct ModelCounts {

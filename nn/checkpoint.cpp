@@ -143,6 +143,7 @@ void save_checkpoint(bool writer, const std::string& dir, const DeferredTensors&
 }
 
 ModelConfig checkpoint_config(const std::string& dir) {
+  UOE_CHECK(checkpoint_exists(dir), "[checkpoint] no checkpoint in '", dir, "' (nothing there)");
   return model_config_from_json(json::read_file(dir + "/config.json"), dir + "/config.json");
 }
 
@@ -150,7 +151,7 @@ Checkpoint load_checkpoint(const std::string& dir, OptimizerState optimizer) {
   UOE_CHECK(checkpoint_exists(dir), "[checkpoint] no checkpoint in '", dir, "' (nothing there)");
   check_checkpoint(dir, optimizer);
   Checkpoint c;
-  c.config = checkpoint_config(dir);
+  c.config = checkpoint_config(dir);  // first: it says when there is no checkpoint
   c.model = as_map(safetensors::load(dir + "/model.safetensors"));
   check_finite(c.model, dir + "/model.safetensors", dir);
   if (optimizer != OptimizerState::Skip && file_exists(dir + "/optimizer.safetensors")) {

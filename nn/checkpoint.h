@@ -50,7 +50,7 @@ bool checkpoint_exists(const std::string& dir);
 // Every file that load_checkpoint reads is a regular file, else one error listing what is wrong with each
 // (missing, a dangling link, a loop of links, a FIFO, ...) and how to recover (`dir`.old when there is one).
 void check_checkpoint(const std::string& dir, OptimizerState optimizer = OptimizerState::Load);
-// The model configuration of a checkpoint (its config.json alone).
+// The model configuration of a checkpoint (its config.json alone; an error when there is no checkpoint).
 ModelConfig checkpoint_config(const std::string& dir);
 
 }  // namespace uoe::nn

@@ -26,8 +26,10 @@
 #include "nn/expert_sharding.h"
 #include "nn/metrics_log.h"
 #include "nn/optim.h"
+#include "nn/preflight.h"
 #include "nn/progress.h"
 #include "nn/trainer_state.h"
+#include "nn/run_identity.h"
 #include "nn/zero_optimizer.h"
 #if UOE_WITH_CUDA
 #include "cuda/gemm.h"
@@ -210,6 +212,18 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     recover_directory(ckpt_dir);  // finishes an interrupted checkpoint write before any rank reads it
   }
   comm.barrier();
+  // Before any other collective and any allocation: every rank runs the same run, and a resumed run is the one
+  // its checkpoint recorded (or changes only what --allow-change names).
+  const bool resuming = o.resume && checkpoint_exists(ckpt_dir);
+  // A checkpoint directory that holds anything is a run: one that cannot be read whole is an error, never a new
+  // run in its place.
+  if (resuming) check_checkpoint(ckpt_dir, OptimizerState::Require);
+  const json::Value identity = run_identity(config, o, tokenizer, data, comm.size());
+  check_same_run_on_every_rank(identity, resuming ? read_trainer_state(ckpt_dir).step : 0, o.init_from, comm);
+  if (resuming)
+    for (const std::string& note : check_resumed_run(identity, ckpt_dir, o.allow_change))
+      if (lead) std::fprintf(stderr, "[train] resuming with %s\n", note.c_str());
+  check_training_memory(config, o, comm);
   manual_seed(o.seed);
   LanguageModel model(config);
   // Expert parallel: groups of E consecutive ranks each keep 1/E of every layer's experts; the ranks at the same
@@ -242,8 +256,8 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     return shards.sharded(name) ? *replica_group : comm;
   };
   std::unique_ptr<Optimizer> opt = make_optimizer(o, model.named_parameters(), group_of);
-  const int64_t warmup = o.warmup >= 0 ? o.warmup : std::min<int64_t>(100, o.steps / 10);
-  const double min_lr = o.min_lr >= 0 ? o.min_lr : o.lr / 10;
+  const int64_t warmup = resolved_warmup(o);
+  const double min_lr = resolved_min_lr(o);
 
   int64_t start = 0, tokens_seen = 0;
   // Micro-batch i of the run is the (data_seed, i) window draw; `cursor` micro-batches were drawn so far. A
@@ -251,16 +265,14 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
   uint64_t data_seed = o.seed;
   int64_t cursor = 0;
   std::optional<MetricsLog> metrics;  // rank 0's
-  // A checkpoint directory that holds anything is a run: one that cannot be read whole is an error, never a new
-  // run in its place.
-  if (o.resume && checkpoint_exists(ckpt_dir)) {
+  if (resuming) {
     Checkpoint c = load_checkpoint(ckpt_dir, OptimizerState::Require);
     const TrainerState saved = trainer_state_from_json(c.trainer_state, ckpt_dir + "/trainer_state.json");
     model.load_state_dict(shards.slice(c.model), true, ckpt_dir + "/model.safetensors");
     opt->load_state(shards.slice(c.optimizer));
     start = saved.step;
     UOE_CHECK(start < o.steps, "[train] --steps ", o.steps, ": the run in ", o.out_dir, " is already at step ", start,
-              "; pass a larger --steps to train it further");
+              "; pass a larger --steps with --allow-change steps to train it further");
     default_generator().set_state(saved.rng_seed, saved.rng_offset);
     tokens_seen = saved.tokens_seen;
     data_seed = saved.seed;
@@ -284,7 +296,9 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     s.lr = warmup_cosine_lr(step, warmup, o.steps, o.lr, min_lr);
     s.warmup = warmup;
     s.total_steps = o.steps;
-    return to_json(s);
+    json::Value v = to_json(s);
+    v["run"] = identity;  // what defines the run, for the checks of the next resume
+    return v;
   };
   auto tensors_of = [](const NamedTensors& named) {
     std::vector<Tensor> out;

@@ -1,6 +1,7 @@
 // Trainer: the seeded, resumable training loop with progress bar, validation, metrics.jsonl and signal-safe checkpoints,
 // on one process or data parallel across the ranks of a communicator.
 #pragma once
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -49,7 +50,22 @@ struct TrainOptions {
   bool zero1 = false;                  // several ranks: shard the optimiser state across them (ZeRO stage 1)
   int64_t expert_parallel = 1;         // > 1: groups of this many ranks split every layer's experts among them
   int64_t bucket_bytes = int64_t(25) << 20;  // several ranks: size of the gradient all-reduce buckets
+  // The file the tokens were made from (`uoe train --data`), whose size and hash the run identity records
+  // (nn/run_identity.h); empty: the token file itself.
+  std::string data_file;
+  // Settings of the run identity that a resume may change (--allow-change), e.g. "steps"; others that differ
+  // from the checkpoint's are refused.
+  std::vector<std::string> allow_change;
+  // Before allocating, the training memory estimate is compared with what the process may use (nn/preflight.h);
+  // false: start anyway (--skip-memory-check).
+  bool memory_check = true;
 };
+
+// The warmup steps and the final learning rate of a run: the options', or their defaults.
+inline int64_t resolved_warmup(const TrainOptions& o) {
+  return o.warmup >= 0 ? o.warmup : std::min<int64_t>(100, o.steps / 10);
+}
+inline double resolved_min_lr(const TrainOptions& o) { return o.min_lr >= 0 ? o.min_lr : o.lr / 10; }
 
 struct EvalPoint {
   int64_t step = 0;

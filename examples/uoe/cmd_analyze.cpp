@@ -5,12 +5,15 @@
 #include "analysis/report.h"
 #include "args.h"
 #include "commands.h"
+#include "nn/checkpoint.h"
 
 namespace uoe::cli {
 
 int cmd_analyze(const std::vector<std::string>& argv) {
   const Args a(argv,
-               {"ckpt", "data", "out", "tokens", "seq", "batch", "samples", "grad-windows", "examples", "bins", "threads"});
+               {"ckpt", "data", "out", "tokens", "seq", "batch", "samples", "grad-windows", "examples", "bins",
+                "threads"},
+               {"skip-memory-check"});
   set_threads(a.integer("threads", 0));
   const std::string ckpt = a.required("ckpt"), data = a.required("data"), out = a.required("out");
   analysis::AnalysisOptions o;
@@ -24,6 +27,17 @@ int cmd_analyze(const std::vector<std::string>& argv) {
   o.bins = a.integer("bins", o.bins);
   UOE_CHECK(o.bins >= 1 && o.example_tokens >= 0, "--bins must be >= 1 and --examples >= 0");
 
+  const nn::ModelConfig config = nn::checkpoint_config(ckpt);
+  const int64_t seq = o.seq > 0 ? o.seq : config.context;
+  if (seq <= config.context && o.batch >= 1 && o.gradient_windows >= 1) {  // else analyze's own errors say why
+    // The forwards of --batch windows, then for a UoE model one backward over --grad-windows of them.
+    double backward = 0;
+    if (config.ffn.kind == nn::FfnKind::UoE) {
+      const nn::MemoryEstimate e = nn::estimate_training_memory(config, {.batch = o.gradient_windows, .seq = seq});
+      backward = e.total - e.optimizer - e.buckets;
+    }
+    check_inference_memory(a, "analyze", config, {.batch = o.batch, .seq = seq}, Device::cpu(), backward);
+  }
   const TrainedModel trained = load_trained_model(ckpt);
   nn::LanguageModel& model = *trained.model;
   const nn::Tokenizer& tokenizer = *trained.tokenizer;

@@ -5,27 +5,32 @@
 #include "args.h"
 #include "commands.h"
 #include "core/error.h"
+#include "nn/checkpoint.h"
 #include "nn/trainer.h"
 
 namespace uoe::cli {
 
 int cmd_eval(const std::vector<std::string>& argv) {
-  const Args a(argv, {"ckpt", "data", "batch", "seq", "max-batches", "threads", "device", "dtype"});
+  const Args a(argv, {"ckpt", "data", "batch", "seq", "max-batches", "threads", "device", "dtype"},
+               {"skip-memory-check"});
   set_threads(a.integer("threads", 0));
   const std::string ckpt = a.required("ckpt");
-  const TrainedModel trained =
-      load_trained_model(ckpt, device_flag(a), precision_flag(a, "dtype", "the compute dtype"));
+  const nn::ModelConfig config = nn::checkpoint_config(ckpt);
+  const int64_t seq = a.integer("seq", config.context), batch = a.integer("batch", 8);
+  const int64_t max_batches = a.integer("max-batches", 1 << 30);
+  UOE_CHECK(seq >= 1 && seq <= config.context, "--seq ", seq, " must be in [1, the model context ", config.context,
+            "]");
+  UOE_CHECK(batch >= 1 && max_batches >= 1, "--batch and --max-batches must be >= 1, got ", batch, " and ",
+            max_batches);
+  const Device device = device_flag(a);
+  const DType compute = precision_flag(a, "dtype", "the compute dtype");
+  check_inference_memory(a, "eval", config, {.batch = batch, .seq = seq, .compute = compute}, device);
+  const TrainedModel trained = load_trained_model(ckpt, device, compute);
   nn::LanguageModel& model = *trained.model;
   const nn::Tokenizer& tokenizer = *trained.tokenizer;
   const std::string data = a.required("data");
   const auto tokens = open_tokens_once(data, tokenizer, checkpoint_tokens_advice(ckpt));
   const nn::TokenDataset dataset(tokens);
-  const int64_t seq = a.integer("seq", model.config.context), batch = a.integer("batch", 8);
-  const int64_t max_batches = a.integer("max-batches", 1 << 30);
-  UOE_CHECK(seq >= 1 && seq <= model.config.context, "--seq ", seq, " must be in [1, the model context ",
-            model.config.context, "]");
-  UOE_CHECK(batch >= 1 && max_batches >= 1, "--batch and --max-batches must be >= 1, got ", batch, " and ",
-            max_batches);
   const double nats = nn::evaluate(model, dataset, batch, seq, max_batches);
   // bits per byte: the same validation tokens' total nats over their byte count (a token's bytes do not depend on
   // its neighbours, so the batches are decoded one at a time)

@@ -9,17 +9,22 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "nn/checkpoint.h"
 #include "nn/transformer.h"
 
 namespace uoe::cli {
 
 int cmd_sample(const std::vector<std::string>& argv) {
   const Args a(argv,
-               {"ckpt", "prompt", "tokens", "temperature", "top-k", "top-p", "seed", "threads", "device", "dtype"});
+               {"ckpt", "prompt", "tokens", "temperature", "top-k", "top-p", "seed", "threads", "device", "dtype"},
+               {"skip-memory-check"});
   set_threads(a.integer("threads", 0));
   const Device device = device_flag(a);
-  const TrainedModel trained =
-      load_trained_model(a.required("ckpt"), device, precision_flag(a, "dtype", "the compute dtype"));
+  const DType compute = precision_flag(a, "dtype", "the compute dtype");
+  // one row: the prompt's window, then a token at a time over the cache of the whole context
+  check_inference_memory(a, "sample", nn::checkpoint_config(a.required("ckpt")),
+                         {.batch = 1, .seq = 0, .compute = compute, .kv_cache = true}, device);
+  const TrainedModel trained = load_trained_model(a.required("ckpt"), device, compute);
   nn::LanguageModel& model = *trained.model;
   const nn::Tokenizer& tokenizer = *trained.tokenizer;
   model.eval();

@@ -14,48 +14,12 @@
 #include "cuda/cuda_api.h"
 #include "nn/accounting.h"
 #include "nn/checkpoint.h"
+#include "nn/run_identity.h"
 #include "nn/trainer.h"
 #include "nn/trainer_state.h"
 
 namespace uoe::cli {
 namespace {
-
-// The fields (dotted paths, with both values) in which two JSON values differ.
-void differing_fields(const json::Value& a, const json::Value& b, const std::string& path,
-                      std::vector<std::string>& out) {
-  if (a.is_object() && b.is_object()) {
-    for (const auto& [key, v] : a.items())
-      if (b.contains(key)) differing_fields(v, b.at(key), path.empty() ? key : path + "." + key, out);
-    for (const auto& [key, v] : b.items())
-      if (!a.contains(key)) out.push_back((path.empty() ? key : path + "." + key) + " (only in one)");
-    return;
-  }
-  if (a.dump() != b.dump()) out.push_back(path + " (" + a.dump() + " here, " + b.dump() + " in the run)");
-}
-
-// The model configuration of the run being resumed from `ckpt`. A --config given as well must describe the same
-// model (its name aside, its vocabulary widened to the run's tokenizer as training does), else one error lists
-// the fields that differ.
-nn::ModelConfig resumed_config(const Args& a, const std::string& ckpt) {
-  const nn::ModelConfig run = nn::checkpoint_config(ckpt);
-  if (a.has("config")) {
-    nn::ModelConfig asked = nn::load_model_config(a.str("config", ""));
-    asked.name = run.name;
-    asked.vocab_size = std::max(asked.vocab_size, run.vocab_size);
-    std::vector<std::string> fields;
-    differing_fields(nn::to_json(asked), nn::to_json(run), "", fields);
-    std::string list;
-    for (const std::string& f : fields) list += (list.empty() ? "" : ", ") + f;
-    UOE_CHECK(fields.empty(), "--config ", a.str("config", ""), " is not the model of the run being resumed in ",
-              ckpt, ": ", list, ". Leave --config out to resume with the run's own");
-  }
-  if (a.has("seed")) {
-    const uint64_t seed = json::read_file(ckpt + "/trainer_state.json").at("seed").as_uint();
-    UOE_CHECK(uint64_t(a.integer("seed", 0)) == seed, "--seed ", a.integer("seed", 0), ": the run being resumed in ",
-              ckpt, " draws its data with seed ", seed, "; leave --seed out");
-  }
-  return run;
-}
 
 // The step of the run whose checkpoint is `ckpt`, once every file a resume reads is known to be there and its
 // trainer state valid; else one error saying what is damaged and how to recover.
@@ -86,8 +50,9 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   const Args a(argv,
                {"config", "data", "out", "steps", "batch", "seq", "lr", "min-lr", "warmup", "threads", "seed",
                 "eval-every", "eval-batches", "save-every", "grad-accum", "optimizer", "tokenizer", "minutes", "clip",
-                "weight-decay", "device", "dtype", "param-dtype", "expert-parallel", "init-from", "collective-timeout"},
-               {"resume", "overwrite", "quiet", "zero1", "checkpoint-activations", "no-save"});
+                "weight-decay", "device", "dtype", "param-dtype", "expert-parallel", "init-from", "collective-timeout",
+                "allow-change"},
+               {"resume", "overwrite", "quiet", "zero1", "checkpoint-activations", "no-save", "skip-memory-check"});
   const bool lead = comm.rank() == 0;
   set_threads(a.integer("threads", 0));
   nn::TrainOptions o;
@@ -104,7 +69,7 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
     if (o.resume) nn::checkpoint_exists(ckpt);
     if (!o.init_from.empty()) nn::checkpoint_exists(o.init_from);
   }
-  if (o.resume || !o.init_from.empty()) comm.barrier();
+  comm.barrier();  // on every rank, whatever its flags: the barriers stay paired until the run identity is checked
   const bool resuming = o.resume && nn::checkpoint_exists(ckpt);
   // A checkpoint that cannot be read whole stops the resume here, before its run is touched.
   const int64_t resumed_step = resuming ? checked_run_step(ckpt) : 0;
@@ -114,11 +79,12 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
     UOE_CHECK(nn::checkpoint_exists(o.init_from), "--init-from ", o.init_from, ": no checkpoint there (expected "
               "model.safetensors, config.json and tokenizer.json, as uoe train writes in <out>/checkpoint)");
   }
-  // A resumed run keeps its own model configuration (a --config that differs is an error), a fine-tuning run
-  // takes its checkpoint's.
-  nn::ModelConfig config = resuming               ? resumed_config(a, ckpt)
-                           : !o.init_from.empty() ? nn::checkpoint_config(o.init_from)
-                                                  : nn::load_model_config(a.str("config", "tiny-uoe"));
+  // A resumed run keeps its own model configuration (a --config given as well must describe the same model, as
+  // nn::train checks), a fine-tuning run takes its checkpoint's.
+  nn::ModelConfig config = resuming && !a.has("config") ? nn::checkpoint_config(ckpt)
+                           : !resuming && !o.init_from.empty() ? nn::checkpoint_config(o.init_from)
+                                                               : nn::load_model_config(a.str("config", "tiny-uoe"));
+  if (resuming) config.name = nn::checkpoint_config(ckpt).name;
   o.steps = a.integer("steps", 1000);
   o.batch = a.integer("batch", 16);
   o.seq = a.integer("seq", config.context);
@@ -139,15 +105,22 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   o.zero1 = a.flag("zero1");
   o.checkpoint_activations = a.flag("checkpoint-activations");
   o.expert_parallel = a.integer("expert-parallel", 1);
+  o.allow_change = nn::parse_allowed_changes(a.str("allow-change", ""));
+  o.memory_check = !a.flag("skip-memory-check");
   watchdog::set_timeout(a.number("collective-timeout", watchdog::timeout()));
   o.device = train_device(a, comm);
-  const bool bf16 = precision_flag(a, "dtype", "bf16 compute over float32 master weights") == DType::BFloat16;
-  if (bf16) o.compute_dtype = DType::BFloat16;
+  if (precision_flag(a, "dtype", "bf16 compute over float32 master weights") == DType::BFloat16)
+    o.compute_dtype = DType::BFloat16;
   o.param_dtype = precision_flag(a, "param-dtype", "parameters and gradients stored in bfloat16, optimiser state in "
                                  "float32");
+  // A restart repeats no flag: what it leaves out is the run's own (what it gives must agree, see nn::train).
+  if (resuming)
+    nn::adopt_recorded_settings(o, nn::recorded_identity(ckpt), [&](const std::string& f) { return a.has(f); });
+  const bool bf16 = o.compute_dtype == DType::BFloat16;
 
   // Rank 0 creates the output directory and tokenises the text once; the other ranks read what it wrote.
   const std::string data = a.required("data"), token_cache = o.out_dir + "/tokens.bin";
+  o.data_file = data;
   if (lead) std::filesystem::create_directories(o.out_dir);
   comm.barrier();
   if (!o.resume && !a.flag("overwrite")) {

@@ -6,6 +6,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "nn/accounting.h"
 #include "nn/dataset.h"
 #include "nn/tokenizer.h"
 #include "nn/transformer.h"
@@ -47,6 +48,12 @@ void set_threads(int64_t threads);
 DType precision_flag(const Args& a, const std::string& flag, const std::string& meaning);
 // --device: cpu (the default), cuda or cuda:N; a GPU that is not visible is one error naming the flag.
 Device device_flag(const Args& a);
+
+// Before eval, sample or analyze loads the model of config.json `c`: its inference memory estimate at `o` (or
+// `at_least` bytes, the peak of another phase of the command) against what the process may use on `device`
+// (nn/preflight.h); refused unless --skip-memory-check.
+void check_inference_memory(const Args& a, const std::string& command, const nn::ModelConfig& c,
+                            nn::InferenceOptions o, Device device, double at_least = 0);
 
 // A checkpoint's model with its weights loaded (the optimiser state is not read) and its tokenizer: what eval,
 // sample and analyze start from. The model is on `device` and computes in `compute` (--device, --dtype).

@@ -2,6 +2,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <stdexcept>
@@ -12,6 +13,7 @@
 #include "core/error.h"
 #include "cuda/cuda_api.h"
 #include "nn/checkpoint.h"
+#include "nn/preflight.h"
 
 namespace uoe::cli {
 
@@ -88,6 +90,15 @@ Device device_flag(const Args& a) {
   UOE_CHECK(d.is_cpu() || (cuda::is_available() && d.index < cuda::device_count()), "--device ", d.str(),
             ": no such CUDA device is visible (a CPU-only build, no GPU, or fewer GPUs); use --device cpu");
   return d;
+}
+
+void check_inference_memory(const Args& a, const std::string& command, const nn::ModelConfig& c,
+                            nn::InferenceOptions o, Device device, double at_least) {
+  if (a.flag("skip-memory-check")) return;
+  nn::check_memory(command, device, o.batch, [&](int64_t batch) {
+    o.batch = batch;
+    return std::max(nn::estimate_inference_memory(c, o), at_least);
+  }, 1, "Pass --skip-memory-check to start anyway");
 }
 
 TrainedModel load_trained_model(const std::string& ckpt_dir, Device device, DType compute) {

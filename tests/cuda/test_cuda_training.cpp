@@ -125,6 +125,7 @@ TEST_F(CudaTraining, RouterLossesSwitchesAndResumeOnTheGpu) {
     train(c, o, *data, *tok);
     o.steps = 20;
     o.resume = true;
+    o.allow_change = {"steps"};
     const TrainResult r = train(c, o, *data, *tok);
     EXPECT_EQ(r.steps, 20);
     EXPECT_TRUE(std::isfinite(r.final_val_loss) && r.final_val_loss > 0.0);

@@ -375,6 +375,7 @@ TEST(Training, CheckpointTensorsOfTheWrongKindAreRefusedNamingTheFile) {
   const auto resume_error = [&](const std::string& out) {
     TrainOptions resume = options(out, 2);
     resume.resume = true;
+    resume.allow_change = {"steps"};
     return error_of([&] { train(micro(FfnKind::MoE), resume, *data, *tok); });
   };
   const auto int_ones = [](int64_t n, DType dtype) { return ones({n}, TensorOptions{}.with_dtype(dtype)); };

@@ -1,0 +1,28 @@
+// all_gather_strings: an all-reduce of the lengths, then an all-gather of equal-sized padded rows.
+#include "core/string_collectives.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace uoe {
+
+std::vector<std::string> all_gather_strings(Communicator& comm, const std::string& mine) {
+  const auto n = size_t(comm.size());
+  std::vector<int64_t> own_length(n, 0);
+  own_length[size_t(comm.rank())] = int64_t(mine.size());
+  const Tensor lengths = from_vector(own_length, {int64_t(n)});
+  comm.all_reduce(lengths);  // the same shape on every rank, whatever the strings
+  const std::vector<int64_t> length = lengths.to_vector<int64_t>();
+  // int64 words (a dtype every backend moves); at least one, so that no rank sends an empty row
+  const int64_t words = std::max<int64_t>(1, (*std::max_element(length.begin(), length.end()) + 7) / 8);
+  const Tensor row = zeros({1, words}, TensorOptions{}.with_dtype(DType::Int64));
+  std::memcpy(row.data_ptr<int64_t>(), mine.data(), mine.size());
+  const Tensor rows = empty({int64_t(n), words}, TensorOptions{}.with_dtype(DType::Int64));
+  comm.all_gather(row, rows);
+  std::vector<std::string> out(n);
+  const auto* bytes = reinterpret_cast<const char*>(rows.data_ptr<int64_t>());
+  for (size_t r = 0; r < n; ++r) out[r].assign(bytes + r * size_t(words) * 8, size_t(length[r]));
+  return out;
+}
+
+}  // namespace uoe
