@@ -3,7 +3,6 @@
 // run far too large for any machine within a second (or starting it with --skip-memory-check).
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <fstream>
 
 #include "core/allocator.h"
@@ -36,13 +35,17 @@ TEST(Preflight, ReadsTheLimitsOfProcAndTheCgroup) {
 }
 
 TEST(Preflight, RefusesWithTheEstimateTheLimitAndTheLargestBatchThatFits) {
-  const EstimateAt at = [](int64_t batch) { return (100 + 10 * double(batch)) * kMiB; };
+  int estimates = 0;  // the search for a batch that fits asks the estimate a few times, not once per batch size
+  const EstimateAt at = [&estimates](int64_t batch) {
+    ++estimates;
+    return (100 + 10 * double(batch)) * kMiB;
+  };
   const std::vector<MemoryLimit> limits = {{1000 * kMiB, "MemAvailable of /proc/meminfo", true},
                                            {5000 * kMiB, "ulimit -v", false}};
   check_memory("eval", limits, 80, at, 1, "skip");  // 900 MiB: fits
-  const auto start = std::chrono::steady_clock::now();
+  estimates = 0;
   std::string msg = error_of([&] { check_memory("eval", limits, 200, at, 1, "Pass --skip-memory-check."); });
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 0.5);
+  EXPECT_LE(estimates, 20);
   // the largest batch within 90% of the room: 100 + 10 b <= 900
   expect_has(msg, "[eval] this run needs about 2.1 GiB per process at --batch 200 (the memory estimate of uoe info) "
                   "but 1000 MiB is available (MemAvailable of /proc/meminfo): --batch 80 fits with a tenth to spare "
@@ -99,26 +102,22 @@ class PreflightCli : public ::testing::Test {
     test::micro_data(dir);
     std::ofstream(dir + "/micro.json") << to_json(test::micro_config(FfnKind::UoE)).dump(2);
   }
-  // Runs `uoe <args>`; sets *code and *seconds.
-  std::string uoe(const std::string& args, int* code, double* seconds = nullptr) const {
-    const auto start = std::chrono::steady_clock::now();
-    const std::string out = test::run_command(std::string(UOE_CLI_PATH) + " " + args, code);
-    if (seconds) *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return out;
+  // Runs `uoe <args>`; sets *code.
+  std::string uoe(const std::string& args, int* code) const {
+    return test::run_command(std::string(UOE_CLI_PATH) + " " + args, code);
   }
   std::string dir;
-  const std::string huge = " --batch 100000000 --seq 32";
+  // within the --batch x --seq cap of 2^28 tokens per micro-batch, far beyond any machine's memory
+  const std::string huge = " --batch 8000000 --seq 32";
 };
 
-TEST_F(PreflightCli, ARunFarTooLargeIsRefusedWithinASecond) {
+TEST_F(PreflightCli, ARunFarTooLargeIsRefusedBeforeAnythingIsAllocated) {
   int code = 0;
-  double seconds = 0;
   std::string out = uoe("train --config " + dir + "/micro.json --data " + dir + "/text.txt --out " + dir + "/big" +
-                        huge + " --steps 1 --quiet", &code, &seconds);
+                        huge + " --steps 1 --quiet", &code);
   EXPECT_EQ(code, 1) << out;
-  EXPECT_LT(seconds, 2.0) << out;  // the process started, the text tokenised and hashed: 0.2 s here
   expect_has(out, "uoe train: [train] this run needs about ");
-  expect_has(out, " per process at --batch 100000000 (the memory estimate of uoe info) but ");
+  expect_has(out, " per process at --batch 8000000 (the memory estimate of uoe info) but ");
   expect_has(out, " fits with a tenth to spare (");
   expect_has(out, "Pass --skip-memory-check to start anyway");
   EXPECT_TRUE(test::metric_lines(dir + "/big").empty()) << "nothing was trained";
@@ -128,10 +127,9 @@ TEST_F(PreflightCli, ARunFarTooLargeIsRefusedWithinASecond) {
   ASSERT_EQ(code, 0) << out;
   const std::string ckpt = " --ckpt " + dir + "/run/checkpoint --data " + dir + "/text.txt";
   for (const std::string& command : {std::string("eval"), "analyze --out " + dir + "/report"}) {
-    out = uoe(command + ckpt + huge, &code, &seconds);
+    out = uoe(command + ckpt + huge, &code);
     EXPECT_EQ(code, 1) << out;
-    EXPECT_LT(seconds, 2.0) << out;  // the process started, the text tokenised and hashed: 0.2 s here
-    expect_has(out, "this run needs about ");
+      expect_has(out, "this run needs about ");
     expect_has(out, " fits with a tenth to spare (");
   }
   // eval's batches hold at most the validation split's windows: started anyway, this one runs

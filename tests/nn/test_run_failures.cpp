@@ -253,7 +253,7 @@ TEST_F(RunFailures, ACheckpointsConfigTrainerStateAndWeightsAreChecked) {
   msg = uoe("eval --ckpt " + ckpt + " --data " + dir + "/text.txt", &code);
   EXPECT_EQ(code, 1) << msg;
   EXPECT_NE(msg.find(damaged), std::string::npos) << msg;
-  msg = train("--out " + out + " --steps 3 --resume", &code);
+  msg = train("--out " + out + " --steps 3 --allow-change steps --resume", &code);
   EXPECT_EQ(code, 1) << msg;
   EXPECT_NE(msg.find(damaged), std::string::npos) << msg;
   EXPECT_EQ(msg.find("lower --lr"), std::string::npos) << msg;
