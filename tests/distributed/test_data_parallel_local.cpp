@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "fixtures.h"
+#include "forwarding_communicator.h"
 #include "nn/data_parallel.h"
 #include "nn/transformer.h"
 #include "nn/zero_optimizer.h"
@@ -74,34 +75,13 @@ TEST(DataParallelLocal, AParameterWithoutAGradientKeepsNone) {
 }
 
 // A LocalCommunicator that counts the all-reduces started.
-class CountingCommunicator final : public Communicator {
+class CountingCommunicator final : public test::ForwardingCommunicator {
  public:
   int started = 0;
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  int local_rank() const override { return 0; }
-  void all_reduce(const Tensor& t, ReduceOp op) override { local_.all_reduce(t, op); }
   std::unique_ptr<Work> all_reduce_async(const Tensor& t, ReduceOp op) override {
     ++started;
-    return local_.all_reduce_async(t, op);
+    return ForwardingCommunicator::all_reduce_async(t, op);
   }
-  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) override { local_.reduce_scatter(in, out, op); }
-  void all_gather(const Tensor& in, const Tensor& out, const std::vector<int64_t>& rows) override {
-    local_.all_gather(in, out, rows);
-  }
-  void all_to_all(const Tensor& in, const std::vector<int64_t>& send, const Tensor& out,
-                  const std::vector<int64_t>& recv) override {
-    local_.all_to_all(in, send, out, recv);
-  }
-  void broadcast(const Tensor& t, int root) override { local_.broadcast(t, root); }
-  void barrier() override {}
-  std::unique_ptr<Communicator> split(int color, int key) override { return local_.split(color, key); }
-
- protected:
-  void abort_all(int) override {}
-
- private:
-  LocalCommunicator local_;
 };
 
 TEST(DataParallelLocal, BucketsStartWhileBackwardIsStillRunning) {

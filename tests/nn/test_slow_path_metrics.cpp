@@ -9,6 +9,7 @@
 #include "core/communicator.h"
 #include "core/slow_paths.h"
 #include "fixtures.h"
+#include "forwarding_communicator.h"
 #include "nn/tokenizer.h"
 #include "nn/trainer.h"
 
@@ -18,41 +19,18 @@ namespace {
 // A LocalCommunicator that counts slow path "test.trainer_a" at the trainer's 2nd step all-reduce and
 // "test.trainer_b" at its 3rd (the step's three float64s: loss, stop signal, time limit; the run's checks before
 // the first step all-reduce too).
-class CountingCommunicator final : public Communicator {
+class CountingCommunicator final : public test::ForwardingCommunicator {
  public:
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  int local_rank() const override { return 0; }
   void all_reduce(const Tensor& t, ReduceOp op) override {
     if (t.numel() == 3 && t.dtype() == DType::Float64) {
       ++steps_;
       if (steps_ == 2) slow_paths::count("test.trainer_a", "a's reason");
       if (steps_ == 3) slow_paths::count("test.trainer_b", "b's reason");
     }
-    local_.all_reduce(t, op);
+    ForwardingCommunicator::all_reduce(t, op);
   }
-  std::unique_ptr<Work> all_reduce_async(const Tensor& t, ReduceOp op) override {
-    return local_.all_reduce_async(t, op);
-  }
-  void reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op) override {
-    local_.reduce_scatter(input, output, op);
-  }
-  void all_gather(const Tensor& input, const Tensor& output, const std::vector<int64_t>& rows) override {
-    local_.all_gather(input, output, rows);
-  }
-  void all_to_all(const Tensor& input, const std::vector<int64_t>& send_rows, const Tensor& output,
-                  const std::vector<int64_t>& recv_rows) override {
-    local_.all_to_all(input, send_rows, output, recv_rows);
-  }
-  void broadcast(const Tensor& t, int root) override { local_.broadcast(t, root); }
-  void barrier() override {}
-  std::unique_ptr<Communicator> split(int color, int key) override { return local_.split(color, key); }
-
- protected:
-  void abort_all(int) override {}
 
  private:
-  LocalCommunicator local_;
   int steps_ = 0;
 };
 
