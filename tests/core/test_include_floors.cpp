@@ -46,10 +46,6 @@ const std::set<std::string> kKnownClimbs = {
     "cuda/copy_kernels.cu -> ops/cpu/copy_kernels.h",
     "cuda/elementwise_kernels.h -> ops/cpu/elementwise_kernels.h",
     "cuda/expert_kernels.h -> ops/cpu/expert_kernels.h",
-    "cuda/optimizer_kernels.h -> ops/cpu/optimizer_kernels.h",
-    "nn/optim.cpp -> cuda/optimizer_kernels.h",
-    "nn/optim.cpp -> ops/cpu/optimizer_kernels.h",
-    "nn/optim.cpp -> cuda/stream.h",
     "nn/trainer.cpp -> cuda/gemm.h",
 };
 
