@@ -6,10 +6,9 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/tensor.h"
-#include "cuda/copy_kernels.h"
 #include "cuda/random_kernels.h"
 #include "ops/backend.h"
-#include "ops/cpu/copy_kernels.h"
+#include "ops/kernels/copy.h"
 
 namespace uoe {
 namespace {

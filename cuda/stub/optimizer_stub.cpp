@@ -1,15 +1,9 @@
 // CPU-only build: the CUDA optimiser kernels (ops/kernels/optimizer.h) exist and raise, naming the op. Unreachable
 // from the library (a CPU-only build allocates no GPU tensor), but callers dispatch to them without #if.
-#include "core/error.h"
+#include "cuda/stub/no_cuda.h"
 #include "ops/kernels/optimizer.h"
 
 namespace uoe::cuda {
-namespace {
-
-[[noreturn]] void no_cuda(const char* op) { fail("[", op, "] on a GPU needs a CUDA build (configure with UOE_CUDA=ON)"); }
-
-}  // namespace
-
 void adamw_update(float*, const float*, float*, float*, int64_t, const AdamWStep&, RoundingKey) { no_cuda("adamw_update"); }
 void adamw_update(BFloat16*, const BFloat16*, float*, float*, int64_t, const AdamWStep&, RoundingKey) {
   no_cuda("adamw_update");
