@@ -1,9 +1,6 @@
-// Tensor metadata, autograd accessors and hooks.
+// Tensor metadata and autograd state (the backward entry and hooks are defined in autograd/tensor_autograd.cpp).
 #include "core/tensor.h"
 
-#include "autograd/engine.h"
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
 #include "core/error.h"
 
 namespace uoe {
@@ -58,33 +55,6 @@ void Tensor::set_grad(const Tensor& g) {
             dtype_name(g.dtype()), shape_str(g.shape()), " on ", g.device().str(), " for a tensor ", dtype_name(dtype()),
             shape_str(shape()), " on ", device().str(), ": expected the same shape, dtype and device");
   impl().autograd.grad = std::make_shared<Tensor>(g);
-}
-
-void Tensor::backward(const Tensor& grad, bool retain_graph) const {
-  autograd::backward({*this}, {grad}, retain_graph);
-}
-
-void Tensor::register_hook(GradHook hook) const {
-  UOE_CHECK(requires_grad(), "[register_hook] cannot register a hook on a tensor that does not require grad");
-  if (is_leaf())
-    impl().autograd.leaf_hooks.push_back(std::move(hook));
-  else
-    grad_fn()->pre_hooks.push_back(std::move(hook));
-}
-
-void Tensor::retain_grad() const {
-  UOE_CHECK(requires_grad(), "[retain_grad] cannot retain the grad of a tensor that does not require grad");
-  if (is_leaf() || retains_grad()) return;
-  impl().autograd.retains_grad = true;
-  std::weak_ptr<TensorImpl> weak = impl_;
-  grad_fn()->pre_hooks.push_back([weak](const Tensor& g) {
-    if (auto p = weak.lock()) {
-      Tensor self(p);
-      Tensor old = self.grad();
-      self.set_grad(old.defined() ? old + g : g.clone());
-    }
-    return Tensor();
-  });
 }
 
 Tensor Tensor::detach() const {

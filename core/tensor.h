@@ -1,4 +1,13 @@
 // Tensor: a cheap value handle to shape, strides, offset, dtype and shared Storage, plus autograd metadata.
+//
+// Where its methods live (library targets of CMakeLists.txt): metadata, data access and autograd *state* are core's
+// (core/tensor.cpp); backward(), register_hook() and retain_grad() are the autograd layer's
+// (autograd/tensor_autograd.cpp); the views, copies and conversions, printing, in-place ops, arithmetic operators
+// and the factories that fill values (all but empty/empty_like) are an ops-level facade, declared here so that every
+// layer can write t.to(...) and defined in uoe_ops (ops/views.cpp, copy.cpp, inplace.cpp, binary.cpp,
+// tensor_print.cpp, factories.cpp). Code below the op layer that calls the facade reaches up at link time; what
+// still does (conversion in core's I/O and collectives, gradient accumulation in autograd) is bundled into the one
+// `uoe` archive and is the rest of issue 19.
 #pragma once
 #include <cstdint>
 #include <functional>

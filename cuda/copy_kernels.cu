@@ -1,12 +1,11 @@
 // CUDA copy with dtype conversion and fill: one elementwise loop (elementwise_loop.cuh) per dtype pair, with the
 // bf16/f16 conversions of core/half.h written for the device bit for bit (round to nearest even, NaN kept quiet).
-#include "cuda/copy_kernels.h"
+#include "ops/kernels/copy.h"
 
 #include <cstring>
 #include <type_traits>
 
 #include "cuda/elementwise_loop.cuh"
-#include "ops/cpu/copy_kernels.h"
 
 namespace uoe::cuda {
 namespace {

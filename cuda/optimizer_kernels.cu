@@ -2,7 +2,7 @@
 // Arithmetic is spelled with round-to-nearest intrinsics (no FMA contraction), so that the per-tensor and the
 // multi-tensor kernels give identical bits and match the CPU kernel's operation order. bfloat16 parameters are
 // loaded into float32 and stored back with the CPU's stochastic rounding (same noise, same bits).
-#include "cuda/optimizer_kernels.h"
+#include "ops/kernels/optimizer.h"
 
 #include <cuda_runtime.h>
 

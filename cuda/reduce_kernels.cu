@@ -8,9 +8,9 @@
 #include <type_traits>
 
 #include "cuda/check.h"
-#include "cuda/copy_kernels.h"
 #include "cuda/stream.h"
 #include "cuda/strided_index.cuh"
+#include "ops/kernels/copy.h"
 
 namespace uoe::cuda {
 namespace {

@@ -1,20 +1,15 @@
-// Optimisers, schedule and clipping. Updates run in the fused kernels of ops/cpu/optimizer_kernels and, for
-// parameters on a GPU, cuda/optimizer_kernels (AdamW: one multi-tensor launch per device and step); optimiser
-// state lives on its parameter's device.
+// Optimisers, schedule and clipping. Updates run in the fused kernels of the optimiser family
+// (ops/kernels/optimizer.h) on each parameter's device (AdamW: one multi-tensor call per device and step, on a GPU
+// as few launches as possible); optimiser state lives on its parameter's device.
 #include "nn/optim.h"
 
 #include <cmath>
-#include <optional>
 
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "ops/backend.h"
-#include "ops/cpu/optimizer_kernels.h"
+#include "ops/kernels/optimizer.h"
 #include "ops/ops.h"
-#if UOE_WITH_CUDA
-#include "cuda/optimizer_kernels.h"
-#include "cuda/stream.h"
-#endif
 
 namespace uoe::nn {
 namespace {
@@ -64,7 +59,7 @@ void with_buffers(const Tensor& p, const Tensor& g, const Body& body) {
 
 // The stochastic rounding of a bfloat16 parameter's update: keyed by the step and by each element's position in
 // its storage, so that a ZeRO shard (a view at an offset into the parameter) rounds like the whole parameter.
-cpu::RoundingKey rounding_key(const Tensor& p, int64_t step) { return {uint32_t(step), p.offset()}; }
+kernels::RoundingKey rounding_key(const Tensor& p, int64_t step) { return {uint32_t(step), p.offset()}; }
 
 // Σ t² of one tensor in float64 into *out (memory on t's device), without a float64 copy of it.
 void squared_norm(const Tensor& t, double* out) {
@@ -97,6 +92,18 @@ double sum_of_squares(const std::vector<Tensor>& tensors) {
   return s;
 }
 
+// The AdamW updates of the parameters on one device, run by one multi-tensor call.
+struct DeviceUpdates {
+  Tensor first;  // a parameter on the device (the call runs there)
+  std::vector<kernels::AdamWTensor> tensors;
+};
+
+DeviceUpdates& updates_on(std::vector<DeviceUpdates>& all, const Tensor& param) {
+  for (DeviceUpdates& u : all)
+    if (u.first.device() == param.device()) return u;
+  return all.emplace_back(DeviceUpdates{param, {}});
+}
+
 std::vector<Tensor> grads_of(const std::vector<Tensor>& params) {
   std::vector<Tensor> grads;
   for (const Tensor& p : params) grads.push_back(p.grad());
@@ -117,41 +124,27 @@ void AdamW::step(double lr) {
   ++steps_;
   const float bc1 = float(1.0 - std::pow(opt_.beta1, double(steps_)));
   const float bc2 = float(1.0 - std::pow(opt_.beta2, double(steps_)));
-#if UOE_WITH_CUDA
-  // GPU parameters are gathered per device and updated by one multi-tensor launch each (the contiguous
-  // gradients stay alive until the launches are queued).
-  std::map<int, std::vector<cuda::AdamWTensor>> gpu_params;
-  std::vector<Tensor> gpu_grads;
-#endif
+  // Parameters are gathered per device and updated by one multi-tensor call each (the contiguous gradients stay
+  // alive until the updates are queued).
+  std::vector<DeviceUpdates> updates;
+  std::vector<Tensor> contiguous_grads;
   for (Slot& s : slots_) {
     const Tensor g = s.param.grad();
     if (!g.defined()) continue;
     check_update(s.param, g, s.name);
     const Tensor gc = g.contiguous();
-    const cpu::AdamWStep st{float(lr), float(opt_.beta1), float(opt_.beta2), float(opt_.eps),
-                            s.decay ? float(opt_.weight_decay) : 0.0f, bc1, bc2};
-    const cpu::RoundingKey key = rounding_key(s.param, steps_);
-    if (s.param.is_cuda()) {
-#if UOE_WITH_CUDA
-      gpu_params[s.param.device().index].push_back({s.param.raw_data(), gc.raw_data(),
-                                                    s.param.dtype() == DType::BFloat16, s.m.data_ptr<float>(),
-                                                    s.v.data_ptr<float>(), s.param.numel(), st.weight_decay, key});
-      gpu_grads.push_back(gc);
-#endif
-    } else {
-      with_buffers(s.param, gc, [&](auto b) {
-        cpu::adamw_update(b.p, b.g, s.m.data_ptr<float>(), s.v.data_ptr<float>(), s.param.numel(), st, key);
-      });
-    }
+    updates_on(updates, s.param)
+        .tensors.push_back({s.param.raw_data(), gc.raw_data(), s.param.dtype() == DType::BFloat16, s.m.data_ptr<float>(),
+                            s.v.data_ptr<float>(), s.param.numel(), s.decay ? float(opt_.weight_decay) : 0.0f,
+                            rounding_key(s.param, steps_)});
+    contiguous_grads.push_back(gc);
     s.param.bump_version();
   }
-#if UOE_WITH_CUDA
-  const cpu::AdamWStep common{float(lr), float(opt_.beta1), float(opt_.beta2), float(opt_.eps), 0.0f, bc1, bc2};
-  for (const auto& [device, params] : gpu_params) {
-    cuda::DeviceGuard guard(device);
-    cuda::adamw_update_multi(params, common);
+  const kernels::AdamWStep common{float(lr), float(opt_.beta1), float(opt_.beta2), float(opt_.eps), 0.0f, bc1, bc2};
+  for (const DeviceUpdates& u : updates) {
+    const ops::OnDevice on_device(u.first);
+    UOE_KERNEL(u.first, adamw_update_multi(u.tensors, common));
   }
-#endif
 }
 
 NamedTensors AdamW::state() const {
@@ -185,10 +178,7 @@ void SGD::step(double lr) {
     if (!g.defined()) continue;
     check_update(s.param, g, s.name);
     const Tensor gc = g.contiguous();
-#if UOE_WITH_CUDA
-    std::optional<cuda::DeviceGuard> guard;
-    if (s.param.is_cuda()) guard.emplace(s.param.device().index);
-#endif
+    const ops::OnDevice on_device(s.param);
     with_buffers(s.param, gc, [&](auto b) {
       UOE_KERNEL(s.param, sgd_update(b.p, b.g, s.velocity.data_ptr<float>(), s.param.numel(), float(lr),
                                      float(momentum_), s.decay ? float(weight_decay_) : 0.0f,

@@ -3,11 +3,8 @@
 #include "core/error.h"
 #include "cuda/cuda_api.h"
 #include "ops/backend.h"
-#include "ops/cpu/copy_kernels.h"
+#include "ops/kernels/copy.h"
 #include "ops/op_utils.h"
-#if UOE_WITH_CUDA
-#include "cuda/copy_kernels.h"
-#endif
 
 namespace uoe {
 namespace {

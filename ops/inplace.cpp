@@ -2,12 +2,11 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "ops/backend.h"
-#include "ops/cpu/copy_kernels.h"
+#include "ops/kernels/copy.h"
 #include "ops/cpu/elementwise_kernels.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 #if UOE_WITH_CUDA
-#include "cuda/copy_kernels.h"
 #include "cuda/elementwise_kernels.h"
 #endif
 

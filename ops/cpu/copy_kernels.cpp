@@ -1,5 +1,5 @@
 // CPU copy with dtype conversion: round-to-nearest-even for bf16/f16, fast paths for contiguous data.
-#include "ops/cpu/copy_kernels.h"
+#include "ops/kernels/copy.h"
 
 #include <cstring>
 #include <type_traits>

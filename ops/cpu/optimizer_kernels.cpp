@@ -1,7 +1,5 @@
 // Fused optimiser updates: one pass over each parameter, vectorised, split across threads by element; float32 or
 // bfloat16 parameters (rounded back stochastically).
-#include "ops/cpu/optimizer_kernels.h"
-
 #include <omp.h>
 
 #include <algorithm>
@@ -11,6 +9,7 @@
 
 #include "core/stochastic_round.h"
 #include "ops/cpu/simd.h"
+#include "ops/kernels/optimizer.h"
 
 namespace uoe::cpu {
 namespace {
@@ -115,6 +114,17 @@ void sgd_update(float* p, const float* g, float* v, int64_t n, float lr, float m
 void sgd_update(BFloat16* p, const BFloat16* g, float* v, int64_t n, float lr, float momentum, float weight_decay,
                 RoundingKey key) {
   sgd(p, g, v, n, lr, momentum, weight_decay, key);
+}
+
+void adamw_update_multi(const std::vector<AdamWTensor>& tensors, const AdamWStep& s) {
+  for (const AdamWTensor& t : tensors) {
+    AdamWStep own = s;
+    own.weight_decay = t.weight_decay;
+    if (t.bf16)
+      adamw_update(static_cast<BFloat16*>(t.p), static_cast<const BFloat16*>(t.g), t.m, t.v, t.n, own, t.key);
+    else
+      adamw_update(static_cast<float*>(t.p), static_cast<const float*>(t.g), t.m, t.v, t.n, own, t.key);
+  }
 }
 
 }  // namespace uoe::cpu

@@ -13,10 +13,9 @@
 
 #include "core/rng.h"
 #include "gradcheck.h"
-#include "cuda/optimizer_kernels.h"
 #include "cuda/stream.h"
 #include "nn/optim.h"
-#include "ops/cpu/optimizer_kernels.h"
+#include "ops/kernels/optimizer.h"
 #endif
 
 namespace uoe {
