@@ -2,6 +2,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "core/device.h"
 
@@ -23,6 +24,10 @@ class Allocator {
   virtual AllocatorStats stats() const = 0;
   virtual void reset_peak() = 0;   // peak := allocated now, so a later peak covers only what runs after
   virtual void empty_cache() = 0;  // returns cached blocks to the system
+  // Bytes that allocations on `device` can still get: on a GPU, its free memory and this allocator's unused cached
+  // blocks (handed out again before CUDA is asked for more). None where the system's limits decide (the host:
+  // core/memory_limits.h).
+  virtual std::optional<size_t> available(Device) const { return std::nullopt; }
 };
 
 // The allocator that serves `device`; cuda devices raise an error in a CPU-only build.

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "cuda/check.h"
+#include "cuda/cuda_api.h"
 #include "cuda/pending_frees.h"
 #include "cuda/stream.h"
 
@@ -156,6 +157,16 @@ class CachingAllocator final : public Allocator {
   AllocatorStats stats() const override {
     std::lock_guard<std::mutex> lock(mu_);
     return total_;
+  }
+
+  std::optional<size_t> available(Device d) const override {
+    const int n = device_count();
+    UOE_CHECK(d.index >= 0 && d.index < n, "[", kOp, "] ", d.str(), " does not exist (", n, " GPU(s) visible)");
+    DeviceGuard guard(d.index);
+    size_t free_bytes = 0, total_bytes = 0;
+    UOE_CUDA_CHECK(kOp, cudaMemGetInfo(&free_bytes, &total_bytes));
+    const AllocatorStats s = device_stats(d.index);
+    return free_bytes + (s.reserved - s.allocated);
   }
 
   AllocatorStats device_stats(int device) const {

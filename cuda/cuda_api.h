@@ -11,9 +11,6 @@ int device_count();
 // Makes `device` the calling thread's current GPU. A process that trains on one GPU calls it first, so that what
 // the CUDA runtime does on the current device (its context, the legacy default stream) happens on that GPU.
 void set_device(int device);
-// Bytes free on `device` (cudaMemGetInfo), and what uoe's caching allocator holds there unused, which it hands
-// out again before asking CUDA for more.
-size_t free_memory(int device);
 // Copies n bytes between any two of host and GPU memory (synchronous).
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t n);
 

@@ -43,16 +43,6 @@ void set_device(int device) {
   UOE_CUDA_CHECK("set_device", cudaSetDevice(device));
 }
 
-size_t free_memory(int device) {
-  const int n = device_count();
-  UOE_CHECK(device >= 0 && device < n, "[free_memory] cuda:", device, " does not exist (", n, " GPU(s) visible)");
-  DeviceGuard guard(device);
-  size_t free_bytes = 0, total_bytes = 0;
-  UOE_CUDA_CHECK("free_memory", cudaMemGetInfo(&free_bytes, &total_bytes));
-  const AllocatorStats s = memory_stats(device);
-  return free_bytes + (s.reserved - s.allocated);
-}
-
 // The copy runs on the current stream of the GPU involved (the destination's when both are GPUs) and is
 // waited for, so the call is synchronous: host memory may be reused and device data read at once.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t n) {

@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "core/memory_limits.h"
-#include "cuda/cuda_api.h"
 #include "nn/data_parallel.h"
 
 namespace uoe::nn {
@@ -27,7 +27,7 @@ std::string size_str(double bytes) {
 void check_memory(const std::string& what, Device device, int64_t batch, const EstimateAt& estimate,
                   int processes_here, const std::string& skip_hint) {
   const std::vector<MemoryLimit> limits =
-      device.is_cuda() ? std::vector<MemoryLimit>{{double(cuda::free_memory(device.index)),
+      device.is_cuda() ? std::vector<MemoryLimit>{{double(allocator_for(device).available(device).value()),
                                                    "the free memory of " + device.str(), false}}
                        : host_memory_limits();
   check_memory(what, limits, batch, estimate, processes_here, skip_hint);
