@@ -13,7 +13,6 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
 uoe="$root/build/uoe"
 data="$root/../shared/data/tinyshakespeare.txt"
-[[ -f "$data" ]] || data=/work/shared/data/tinyshakespeare.txt
 record=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
