@@ -22,10 +22,14 @@ std::string error_of(const std::function<void()>& f) {
   return "";
 }
 
+void expect_has(const std::string& text, const std::string& part) {
+  EXPECT_NE(text.find(part), std::string::npos) << "missing: " << part << "\nin: " << text;
+}
+
 void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
   const std::string msg = error_of(f);
   ASSERT_FALSE(msg.empty()) << "expected an error containing " << parts[0];
-  for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "message: " << msg << "\nmissing: " << p;
+  for (const auto& p : parts) expect_has(msg, p);
 }
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {

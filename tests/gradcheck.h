@@ -32,6 +32,9 @@ std::string check_gradients(const GradCase& c, Layout layout, uint64_t seed, dou
 // The message of the uoe::Error that f throws, or "" when it throws none.
 std::string error_of(const std::function<void()>& f);
 
+// Expects `text` (an error message, a command's output) to contain `part`.
+void expect_has(const std::string& text, const std::string& part);
+
 // Expects f to throw a uoe::Error whose message contains every one of `parts`.
 void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts);
 

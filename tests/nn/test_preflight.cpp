@@ -16,11 +16,8 @@ namespace uoe::nn {
 namespace {
 
 using uoe::testing::error_of;
+using uoe::testing::expect_has;
 constexpr double kMiB = 1 << 20;
-
-void expect_has(const std::string& text, const std::string& part) {
-  EXPECT_NE(text.find(part), std::string::npos) << "missing: " << part << "\nin: " << text;
-}
 
 TEST(Preflight, ReadsTheLimitsOfProcAndTheCgroup) {
   EXPECT_EQ(meminfo_available("MemTotal:  32000 kB\nMemFree:   100 kB\nMemAvailable:    2048 kB\n"), 2048.0 * 1024);

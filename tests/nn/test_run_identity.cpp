@@ -17,13 +17,10 @@ namespace {
 using test::micro_data;
 using test::temp_dir;
 using uoe::testing::error_of;
+using uoe::testing::expect_has;
 
 json::Value recorded_run(const std::string& out) {
   return json::read_file(out + "/checkpoint/trainer_state.json").at("run");
-}
-
-void expect_has(const std::string& text, const std::string& part) {
-  EXPECT_NE(text.find(part), std::string::npos) << "missing: " << part << "\nin: " << text;
 }
 
 TEST(RunIdentity, AResumeThatChangesASettingIsRefusedUnlessAllowed) {
