@@ -126,6 +126,14 @@ std::vector<SeedFile> seed_corpus() {
   return seeds;
 }
 
+std::vector<std::string> seeds_of(const std::string& format) {
+  std::vector<std::string> seeds;
+  for (const SeedFile& s : seed_corpus())
+    if (s.format == format) seeds.push_back(s.bytes);
+  UOE_CHECK(!seeds.empty(), "[fuzz] no seed of the format '", format, "'");
+  return seeds;
+}
+
 void write_seed_checkpoint(const std::string& dir) { save(first_checkpoint(), dir); }
 
 }  // namespace uoe::fuzz

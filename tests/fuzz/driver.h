@@ -43,7 +43,8 @@ Campaign run_campaign(const Target& target, const std::vector<std::string>& corp
 // $UOE_FUZZ_FINDINGS, else $TMPDIR/uoe-fuzz-findings (or /tmp/...): made when first needed.
 std::string findings_dir();
 
-// The files of a directory (a committed corpus), sorted by name; an error names a missing or empty directory.
+// The files of a directory (a corpus written by `uoe_fuzz corpus`, or libFuzzer's), sorted by name; an error names
+// a missing or empty directory.
 std::vector<std::string> read_corpus(const std::string& dir);
 
 }  // namespace uoe::fuzz

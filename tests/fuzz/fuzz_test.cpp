@@ -1,5 +1,5 @@
-// The fuzzer in the suite: a mutation campaign per file format, and the committed seed corpus checked against its
-// generator. Every input must be read or rejected with one uoe::Error: no other exception, crash, sanitizer report
+// The fuzzer in the suite: a mutation campaign per file format over the seeds that tests/fuzz/corpus.cpp makes with
+// uoe's own writers. Every input must be read or rejected with one uoe::Error: no other exception, crash, sanitizer report
 // or hang. UOE_FUZZ_INPUTS sets the inputs per format (default 4000: 24,000 per run), UOE_FUZZ_SEED the campaign.
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "fuzz/corpus.h"
@@ -17,8 +16,6 @@
 
 namespace uoe::fuzz {
 namespace {
-
-const std::string kCorpusDir = UOE_FUZZ_CORPUS;
 
 uint64_t env_number(const char* name, uint64_t def) {
   const char* v = std::getenv(name);
@@ -46,7 +43,7 @@ void fuzz_format(const char* format) {
   const OneThread one_thread;
   const int64_t inputs = int64_t(env_number("UOE_FUZZ_INPUTS", 4000));
   const uint64_t seed = env_number("UOE_FUZZ_SEED", 1);
-  const Campaign c = run_campaign(find_target(format), read_corpus(kCorpusDir + "/" + format), inputs, seed);
+  const Campaign c = run_campaign(find_target(format), seeds_of(format), inputs, seed);
   std::printf("fuzz %s: %lld inputs in %.2f s\n", format, (long long)c.inputs, c.seconds);
   for (const Finding& f : c.findings)
     ADD_FAILURE() << "fuzz finding: format " << format << ", seed " << seed << ", input " << f.index << ": " << f.what
@@ -61,20 +58,6 @@ TEST(Fuzz, Config) { fuzz_format("config"); }
 TEST(Fuzz, TrainerState) { fuzz_format("trainer_state"); }
 TEST(Fuzz, Tokenizer) { fuzz_format("tokenizer"); }
 TEST(Fuzz, TokenFile) { fuzz_format("token_file"); }
-
-// The committed corpus is what tests/fuzz/make_corpus.sh writes today: no file missing, changed or left over.
-TEST(FuzzCorpus, CommittedFilesAreTheGeneratorsOutput) {
-  size_t generated = 0;
-  for (const SeedFile& s : seed_corpus()) {
-    const std::string path = kCorpusDir + "/" + s.format + "/" + s.name;
-    ASSERT_TRUE(std::filesystem::exists(path)) << path << " is missing: run tests/fuzz/make_corpus.sh";
-    EXPECT_TRUE(read_file_bytes(path) == s.bytes) << path << " differs from the generator's: run tests/fuzz/make_corpus.sh";
-    ++generated;
-  }
-  size_t committed = 0;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(kCorpusDir)) committed += e.is_regular_file();
-  EXPECT_EQ(committed, generated) << kCorpusDir << " holds files the generator does not make";
-}
 
 // Every seed is valid all the way through its target (a rejected seed would leave its mutants untested past the
 // point where it fails).
@@ -113,7 +96,7 @@ TEST(FuzzDriver, MutantsDependOnlyOnSeedAndIndex) {
 // The header-aware edits keep a safetensors file's length prefix consistent, so many mutants get past the framing
 // to the checks of the tensor fields (dtype, shape, data_offsets), which byte edits alone rarely reach.
 TEST(FuzzDriver, SafetensorsMutantsReachTheTensorFieldChecks) {
-  const std::vector<std::string> corpus = read_corpus(kCorpusDir + "/safetensors");
+  const std::vector<std::string> corpus = seeds_of("safetensors");
   int fields = 0, n = 2000;
   for (int64_t i = 0; i < n; ++i) {
     try {

@@ -31,7 +31,7 @@ class ExpectAccepted {
 };
 
 struct Target {
-  const char* format;  // the corpus directory name: tests/fuzz/corpus/<format>
+  const char* format;  // as in seed_corpus() and `uoe_fuzz corpus DIR`: DIR/<format>
   int (*run)(const uint8_t* data, size_t size);
 };
 const std::vector<Target>& all_targets();
