@@ -1,6 +1,6 @@
 // CUDA RoPE: a [T, Dh/2] cos/sin table computed in double (as on the CPU), then one pass rotating every row.
 // bfloat16 rows are rotated in float32 (a float32 table) and rounded once.
-#include "cuda/rope_kernels.h"
+#include "ops/kernels/rope.h"
 
 #include <cuda_runtime.h>
 

@@ -1,5 +1,5 @@
 // CPU RoPE: pairs (i, i + Dh/2) of position p rotate by p * base^(-2i/Dh); the angle table is built once per call.
-#include "ops/cpu/rope_kernels.h"
+#include "ops/kernels/rope.h"
 
 #include <omp.h>
 

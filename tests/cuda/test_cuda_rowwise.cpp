@@ -14,10 +14,9 @@
 
 #include "core/tensor.h"
 #include "cuda/cuda_api.h"
-#include "ops/cpu/rope_kernels.h"
+#include "ops/kernels/rope.h"
 #include "ops/cpu/rowwise_kernels.h"
 #if UOE_WITH_CUDA
-#include "cuda/rope_kernels.h"
 #include "cuda/rowwise_kernels.h"
 #include "cuda/stream.h"
 #endif
