@@ -2,7 +2,7 @@
 // fixed segments summed in a second pass) or column sums ([R, K], K contiguous: a thread per column and chunk of
 // at most 256 rows, chunks summed in further passes). Every output's reduction tree depends only on the shape: no
 // atomics, so results are bitwise reproducible run to run.
-#include "cuda/reduce_kernels.h"
+#include "ops/kernels/reduce.h"
 
 #include <algorithm>
 #include <type_traits>

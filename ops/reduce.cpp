@@ -4,12 +4,9 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "ops/backend.h"
-#include "ops/cpu/reduce_kernels.h"
+#include "ops/kernels/reduce.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
-#if UOE_WITH_CUDA
-#include "cuda/reduce_kernels.h"
-#endif
 
 namespace uoe::ops {
 namespace {

@@ -1,6 +1,6 @@
 // CPU reductions. Sums run as row sums ([K, R] with R contiguous) or column sums ([R, K]), each split into
 // fixed chunks set by the shape alone, so results never depend on the thread count.
-#include "ops/cpu/reduce_kernels.h"
+#include "ops/kernels/reduce.h"
 
 #include <omp.h>
 

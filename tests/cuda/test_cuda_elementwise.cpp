@@ -16,12 +16,11 @@
 #include "cuda/elementwise_kernels.h"
 #include "cuda/index_kernels.h"
 #include "cuda/random_kernels.h"
-#include "cuda/reduce_kernels.h"
 #include "cuda/stream.h"
 #include "ops/kernels/copy.h"
+#include "ops/kernels/reduce.h"
 #include "ops/cpu/elementwise_kernels.h"
 #include "ops/cpu/index_kernels.h"
-#include "ops/cpu/reduce_kernels.h"
 #endif
 
 namespace uoe {
