@@ -1,7 +1,7 @@
 // CUDA random fills: Philox4x32-10 (Salmon et al., SC'11) on the device, keyed and counted exactly as core/rng.cpp,
 // so a seed and offset give the same bits on the GPU as on the CPU (uniform: integer and exactly rounded IEEE
 // operations only).
-#include "cuda/random_kernels.h"
+#include "ops/kernels/random.h"
 
 #include <cmath>
 #include <limits>

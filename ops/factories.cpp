@@ -6,9 +6,9 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/tensor.h"
-#include "cuda/random_kernels.h"
 #include "ops/backend.h"
 #include "ops/kernels/copy.h"
+#include "ops/kernels/random.h"
 
 namespace uoe {
 namespace {
@@ -57,17 +57,10 @@ Tensor rand(const Shape& shape, TensorOptions opt, Generator* gen) {
   Generator& g = gen ? *gen : default_generator();
   const DType host = opt.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
   UOE_CHECK(is_floating(opt.dtype), "[rand] needs a floating dtype, got ", dtype_name(opt.dtype));
-  if (opt.device.is_cuda()) {  // drawn on the device: the same bits as the CPU path below
-    Tensor t = empty(shape, TensorOptions{}.with_dtype(host).with_device(opt.device));
-    const uint64_t start = g.reserve(uint64_t(t.numel()) * (host == DType::Float64 ? kRngWordsPerDouble : kRngWordsPerFloat));
-    cuda::fill_uniform(t, g.seed(), start, 0.0, 1.0);
-    return finish(t.to(opt.dtype), opt);
-  }
-  return host_built(shape, host, opt, [&](Tensor& t) {
-    const uint64_t start = g.reserve(uint64_t(t.numel()) * (host == DType::Float64 ? kRngWordsPerDouble : kRngWordsPerFloat));
-    if (host == DType::Float64) fill_uniform(t.data_ptr<double>(), t.numel(), g.seed(), start, 0.0, 1.0);
-    else fill_uniform(t.data_ptr<float>(), t.numel(), g.seed(), start, 0.0f, 1.0f);
-  });
+  Tensor t = empty(shape, TensorOptions{}.with_dtype(host).with_device(opt.device));
+  const uint64_t start = g.reserve(uint64_t(t.numel()) * (host == DType::Float64 ? kRngWordsPerDouble : kRngWordsPerFloat));
+  UOE_KERNEL(t, fill_uniform(t, g.seed(), start, 0.0, 1.0));  // a GPU draws on the device: the same bits
+  return finish(t.to(opt.dtype), opt);
 }
 
 Tensor randn(const Shape& shape, TensorOptions opt, Generator* gen) {

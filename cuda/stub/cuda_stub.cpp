@@ -1,7 +1,6 @@
 // CPU-only build: the CUDA entry points exist and raise a clear error.
 #include "core/error.h"
 #include "cuda/cuda_api.h"
-#include "cuda/random_kernels.h"
 
 namespace uoe::cuda {
 
@@ -12,11 +11,6 @@ void set_device(int device) {
 }
 void copy_bytes(void*, Device dst, const void*, Device src, size_t) {
   fail("[to] copying between ", src.str(), " and ", dst.str(), " needs a CUDA build (configure with UOE_CUDA=ON)");
-}
-
-// Unreachable in practice (a CPU-only build allocates no GPU tensor), but the op layer calls it without #if.
-void fill_uniform(const Tensor& out, uint64_t, uint64_t, double, double) {
-  fail("[rand] drawing on ", out.device().str(), " needs a CUDA build (configure with UOE_CUDA=ON)");
 }
 
 }  // namespace uoe::cuda

@@ -15,9 +15,9 @@
 #if UOE_WITH_CUDA
 #include "cuda/elementwise_kernels.h"
 #include "cuda/index_kernels.h"
-#include "cuda/random_kernels.h"
 #include "cuda/stream.h"
 #include "ops/kernels/copy.h"
+#include "ops/kernels/random.h"
 #include "ops/kernels/reduce.h"
 #include "ops/cpu/elementwise_kernels.h"
 #include "ops/cpu/index_kernels.h"
