@@ -3,7 +3,7 @@
 // (expf, erfcf, ...: within 2 ulp) in place of the CPU's own float polynomials; double uses the CPU's double forms.
 // bfloat16 operands are read as they are, computed in float32 and the result rounded once (as a float32 kernel
 // between two casts would, without the float32 copies).
-#include "cuda/elementwise_kernels.h"
+#include "ops/kernels/elementwise.h"
 
 #include <type_traits>
 

@@ -4,17 +4,14 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "ops/backend.h"
-#include "ops/cpu/elementwise_kernels.h"
+#include "ops/kernels/elementwise.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
-#if UOE_WITH_CUDA
-#include "cuda/elementwise_kernels.h"
-#endif
 
 namespace uoe::ops {
 namespace {
 
-using cpu::BinaryKind;
+using kernels::BinaryKind;
 
 Tensor run_binary(const char* op, BinaryKind kind, const Tensor& a, const Tensor& b) {
   check_binary(op, a, b);

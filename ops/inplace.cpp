@@ -3,12 +3,9 @@
 #include "core/error.h"
 #include "ops/backend.h"
 #include "ops/kernels/copy.h"
-#include "ops/cpu/elementwise_kernels.h"
+#include "ops/kernels/elementwise.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
-#if UOE_WITH_CUDA
-#include "cuda/elementwise_kernels.h"
-#endif
 
 namespace uoe {
 namespace {
@@ -35,7 +32,7 @@ Tensor& Tensor::zero_() { return fill_(0.0); }
 
 // self = self (op) other, written in place (reduced floats off the GPU's bfloat16 kernels go through float32 and
 // copy back).
-static Tensor& update_inplace(const char* op, Tensor& self, cpu::BinaryKind kind, const Tensor& other_in) {
+static Tensor& update_inplace(const char* op, Tensor& self, kernels::BinaryKind kind, const Tensor& other_in) {
   check_inplace(op, self, other_in);
   const Tensor other = ops::inplace_source(op, self, other_in);
   ops::check_same_device(op, {self, other});
@@ -50,10 +47,10 @@ static Tensor& update_inplace(const char* op, Tensor& self, cpu::BinaryKind kind
 }
 
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
-  return update_inplace("add_", *this, cpu::BinaryKind::Add, alpha == 1.0 ? other : other * alpha);
+  return update_inplace("add_", *this, kernels::BinaryKind::Add, alpha == 1.0 ? other : other * alpha);
 }
 
-Tensor& Tensor::mul_(const Tensor& other) { return update_inplace("mul_", *this, cpu::BinaryKind::Mul, other); }
+Tensor& Tensor::mul_(const Tensor& other) { return update_inplace("mul_", *this, kernels::BinaryKind::Mul, other); }
 
 Tensor& Tensor::mul_(double value) { return mul_(ops::scalar_like(value, *this)); }
 

@@ -1,17 +1,14 @@
 // Unary elementwise ops (neg, exp, log, sqrt, rsqrt, abs, sign, tanh, sigmoid, relu, gelu, silu): forward and backward.
 #include "autograd/node.h"
 #include "ops/backend.h"
-#include "ops/cpu/elementwise_kernels.h"
+#include "ops/kernels/elementwise.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
-#if UOE_WITH_CUDA
-#include "cuda/elementwise_kernels.h"
-#endif
 
 namespace uoe::ops {
 namespace {
 
-using cpu::UnaryKind;
+using kernels::UnaryKind;
 
 // Runs a unary kernel, computing reduced floats in float32.
 Tensor run_unary(const char* op, UnaryKind kind, const Tensor& x) {
@@ -90,7 +87,7 @@ Tensor silu(const Tensor& x) {
 Tensor gelu_backward(const Tensor& x, const Tensor& g, bool tanh_approximation) {
   check_same_device("gelu_backward", {x, g});
   check_same_dtype("gelu_backward", x, g);
-  const auto kind = tanh_approximation ? cpu::ActivationGrad::GeluTanh : cpu::ActivationGrad::Gelu;
+  const auto kind = tanh_approximation ? kernels::ActivationGrad::GeluTanh : kernels::ActivationGrad::Gelu;
   const Tensor xc = kernel_view(x), gc = kernel_view(g);
   return restore_dtype(UOE_KERNEL(xc, activation_grad(kind, xc, gc)), x.dtype());
 }
@@ -99,7 +96,7 @@ Tensor silu_backward(const Tensor& x, const Tensor& g) {
   check_same_device("silu_backward", {x, g});
   check_same_dtype("silu_backward", x, g);
   const Tensor xc = kernel_view(x), gc = kernel_view(g);
-  return restore_dtype(UOE_KERNEL(xc, activation_grad(cpu::ActivationGrad::Silu, xc, gc)), x.dtype());
+  return restore_dtype(UOE_KERNEL(xc, activation_grad(kernels::ActivationGrad::Silu, xc, gc)), x.dtype());
 }
 
 }  // namespace uoe::ops

@@ -1,5 +1,5 @@
 // CPU elementwise kernels over broadcast, strided operands (see loops.h), vectorised through vec_math.h.
-#include "ops/cpu/elementwise_kernels.h"
+#include "ops/kernels/elementwise.h"
 
 #include <cmath>
 #include <type_traits>

@@ -13,13 +13,12 @@
 #include "cuda/cuda_api.h"
 #include "ops/ops.h"
 #if UOE_WITH_CUDA
-#include "cuda/elementwise_kernels.h"
 #include "cuda/index_kernels.h"
 #include "cuda/stream.h"
 #include "ops/kernels/copy.h"
+#include "ops/kernels/elementwise.h"
 #include "ops/kernels/random.h"
 #include "ops/kernels/reduce.h"
-#include "ops/cpu/elementwise_kernels.h"
 #include "ops/cpu/index_kernels.h"
 #endif
 
