@@ -7,6 +7,7 @@
 
 #include <type_traits>
 
+#include "cuda/activation.cuh"
 #include "cuda/elementwise_loop.cuh"
 #include "cuda/storage_access.cuh"
 
@@ -29,52 +30,7 @@ __device__ __forceinline__ double m_abs(double x) { return fabs(x); }
 __device__ __forceinline__ float m_pow(float x, float y) { return powf(x, y); }
 __device__ __forceinline__ double m_pow(double x, double y) { return pow(x, y); }
 
-// x < lo ? lo : x, and the clamp, letting NaN through (comparisons with NaN are false).
-template <typename T>
-__device__ __forceinline__ T max_keep_nan(T x, T lo) { return x < lo ? lo : x; }
-template <typename T>
-__device__ __forceinline__ T clamp_keep_nan(T x, T lo, T hi) {
-  const T a = x < lo ? lo : x;
-  return a > hi ? hi : a;
-}
-
-// ---- vm:: functions (ops/cpu/vec_math.h), float and double forms -----------------------------------
-// sigmoid: e = exp(-|x|); x >= 0: 1/(1+e); x < 0: e/(1+e).
-__device__ __forceinline__ float sigmoid(float x) {
-  const float e = m_exp(-m_abs(x));
-  const float inv = 1.0f / (1.0f + e);
-  return x >= 0.0f ? inv : e * inv;
-}
-__device__ __forceinline__ double sigmoid(double x) {
-  const double e = m_exp(-m_abs(x));
-  return x >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
-}
-__device__ __forceinline__ double sigmoid_grad(double x) {
-  const double e = m_exp(-m_abs(x));
-  return e / ((1.0 + e) * (1.0 + e));
-}
-
-__device__ __forceinline__ float silu(float x) {
-  const float xc = max_keep_nan(x, -200.0f);
-  return xc * sigmoid(xc);
-}
-__device__ __forceinline__ double silu(double x) {
-  const double xc = max_keep_nan(x, -800.0);
-  return xc * sigmoid(xc);
-}
-// silu'(x) = sigma(x) + x sigma(x) sigma(-x)
-__device__ __forceinline__ float silu_grad(float x) {
-  const float xc = clamp_keep_nan(x, -200.0f, 200.0f);
-  const float e = m_exp(-m_abs(xc));
-  const float inv = 1.0f / (1.0f + e);
-  const float s = xc >= 0.0f ? inv : e * inv;
-  return s + xc * (e * inv * inv);
-}
-__device__ __forceinline__ double silu_grad(double x) {
-  const double xc = clamp_keep_nan(x, -800.0, 800.0);
-  return sigmoid(xc) + xc * sigmoid_grad(xc);
-}
-
+// ---- the gelus of vm:: (ops/cpu/vec_math.h), float and double forms (sigmoid and silu: cuda/activation.cuh) ----
 // gelu, tanh approximation: x sigma(v), v = x (c1 + c2 x^2) (= 2 sqrt(2/pi) (x + 0.044715 x^3)).
 __device__ __forceinline__ float gelu_tanh(float x) {
   const float xc = max_keep_nan(x, -20.0f);

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cuda/activation.cuh"
 #include "cuda/expert_common.cuh"
 #include "cuda/grouped_gemm.h"
 #include "cuda/storage_access.cuh"
@@ -51,28 +52,6 @@ class StageGemms {
   const char* op_;
   std::vector<GemmProblem<Blas>> problems_;
 };
-
-// ---- activations, the formulas of uoe::cpu::vm -------------------------------------------------------------
-__device__ __forceinline__ float silu(float x) {  // x sigma(x), x clamped below at -200 (NaN kept)
-  const float xc = x < -200.0f ? -200.0f : x;
-  const float e = expf(-fabsf(xc)), inv = 1.0f / (1.0f + e);
-  return xc * (xc >= 0.0f ? inv : e * inv);
-}
-__device__ __forceinline__ float silu_grad(float x) {  // sigma(x) + x sigma(x) sigma(-x)
-  const float xc = x < -200.0f ? -200.0f : (x > 200.0f ? 200.0f : x);
-  const float e = expf(-fabsf(xc)), inv = 1.0f / (1.0f + e);
-  return (xc >= 0.0f ? inv : e * inv) + xc * (e * inv * inv);
-}
-__device__ __forceinline__ double silu(double x) {
-  const double xc = x < -800.0 ? -800.0 : x;
-  const double e = exp(-fabs(xc));
-  return xc * (xc >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e));
-}
-__device__ __forceinline__ double silu_grad(double x) {
-  const double xc = x < -800.0 ? -800.0 : (x > 800.0 ? 800.0 : x);
-  const double e = exp(-fabs(xc));
-  return (xc >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e)) + xc * (e / ((1.0 + e) * (1.0 + e)));
-}
 
 // ---- grouped SwiGLU experts -------------------------------------------------------------------------------
 // The plan on the device: sorted row -> pair id, pair id -> sorted row (-1 empty), sorted row -> expert.
