@@ -12,7 +12,7 @@
 #include "core/tensor.h"
 #include "cuda/check.h"
 #include "cuda/cuda_api.h"
-#include "cuda/rowwise_kernels.h"
+#include "ops/kernels/rowwise.h"
 #include "cuda/stream.h"
 #include "gpu_timing.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "cuda/rowwise_common.cuh"
-#include "cuda/rowwise_kernels.h"
+#include "ops/kernels/rowwise.h"
 #include "cuda/storage_access.cuh"
 
 namespace uoe::cuda {
@@ -195,15 +195,14 @@ void cross_entropy_backward(int64_t rows, int64_t vocab, const T* logits, const 
   backward(rows, vocab, logits, targets, ignore_index, lse, grad_scale_per_row, dlogits);
 }
 
-TargetCheck cross_entropy_forward_checked_bf16(int64_t rows, int64_t vocab, const BFloat16* logits,
-                                               const int64_t* targets, int64_t ignore_index, float* loss_per_row,
-                                               float* lse) {
+TargetCheck cross_entropy_forward_checked(int64_t rows, int64_t vocab, const BFloat16* logits, const int64_t* targets,
+                                          int64_t ignore_index, float* loss_per_row, float* lse) {
   return forward_checked(rows, vocab, nv(logits), targets, ignore_index, loss_per_row, lse);
 }
 
-void cross_entropy_backward_bf16(int64_t rows, int64_t vocab, const BFloat16* logits, const int64_t* targets,
-                                 int64_t ignore_index, const float* lse, const float* grad_scale_per_row,
-                                 BFloat16* dlogits) {
+void cross_entropy_backward(int64_t rows, int64_t vocab, const BFloat16* logits, const int64_t* targets,
+                            int64_t ignore_index, const float* lse, const float* grad_scale_per_row,
+                            BFloat16* dlogits) {
   backward(rows, vocab, nv(logits), targets, ignore_index, lse, grad_scale_per_row, nv(dlogits));
 }
 
@@ -223,16 +222,7 @@ void cross_entropy_row_scale(int64_t rows, const T* g, int64_t count, T* scale) 
   check_launch("cross_entropy backward");
 }
 
-#define UOE_CUDA_CE_INSTANTIATE(T)                                                                             \
-  template void cross_entropy_forward<T>(int64_t, int64_t, const T*, const int64_t*, int64_t, T*, T*);        \
-  template void cross_entropy_backward<T>(int64_t, int64_t, const T*, const int64_t*, int64_t, const T*,      \
-                                          const T*, T*);                                                       \
-  template TargetCheck cross_entropy_forward_checked<T>(int64_t, int64_t, const T*, const int64_t*, int64_t,   \
-                                                        T*, T*);                                               \
-  template void cross_entropy_mean_loss<T>(int64_t, const T*, int64_t, T*);                                    \
-  template void cross_entropy_row_scale<T>(int64_t, const T*, int64_t, T*);
-UOE_CUDA_CE_INSTANTIATE(float)
-UOE_CUDA_CE_INSTANTIATE(double)
-#undef UOE_CUDA_CE_INSTANTIATE
+UOE_ROWWISE_INSTANTIATE_CROSS_ENTROPY(float)
+UOE_ROWWISE_INSTANTIATE_CROSS_ENTROPY(double)
 
 }  // namespace uoe::cuda

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "cuda/rowwise_common.cuh"
-#include "cuda/rowwise_kernels.h"
+#include "ops/kernels/rowwise.h"
 
 namespace uoe::cuda {
 namespace {
@@ -383,18 +383,7 @@ void layer_norm_backward(int64_t rows, int64_t n, const T* x, const T* weight, c
   if (dbias) reduce_chunks(l, groups, n, part.get<T>() + groups * n, dbias, op);
 }
 
-#define UOE_CUDA_ROW_INSTANTIATE(T)                                                                              \
-  template void softmax_forward<T>(int64_t, int64_t, const T*, T*);                                            \
-  template void softmax_backward<T>(int64_t, int64_t, const T*, const T*, T*);                                 \
-  template void log_softmax_forward<T>(int64_t, int64_t, const T*, T*);                                        \
-  template void log_softmax_backward<T>(int64_t, int64_t, const T*, const T*, T*);                             \
-  template void rms_norm_forward<T>(int64_t, int64_t, const T*, const T*, double, T*, T*);                     \
-  template void rms_norm_backward<T>(int64_t, int64_t, const T*, const T*, const T*, const T*, T*, T*);        \
-  template void layer_norm_forward<T>(int64_t, int64_t, const T*, const T*, const T*, double, T*, T*, T*);     \
-  template void layer_norm_backward<T>(int64_t, int64_t, const T*, const T*, const T*, const T*, const T*, T*, \
-                                       T*, T*);
-UOE_CUDA_ROW_INSTANTIATE(float)
-UOE_CUDA_ROW_INSTANTIATE(double)
-#undef UOE_CUDA_ROW_INSTANTIATE
+UOE_ROWWISE_INSTANTIATE_ROWS(float)
+UOE_ROWWISE_INSTANTIATE_ROWS(double)
 
 }  // namespace uoe::cuda

@@ -2,12 +2,9 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "ops/backend.h"
-#include "ops/cpu/rowwise_kernels.h"
+#include "ops/kernels/rowwise.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
-#if UOE_WITH_CUDA
-#include "cuda/rowwise_kernels.h"
-#endif
 
 namespace uoe::ops {
 namespace {

@@ -1,5 +1,6 @@
-// uoe::cpu row-wise kernels: per-row bodies (UOE_SIMD, vectorised with vm:: math) and their OpenMP drivers.
-#include "rowwise_kernels.h"
+// uoe::cpu row-wise kernels: per-row bodies (UOE_SIMD, vectorised with vm:: math) and their OpenMP drivers; the
+// cross-entropy op's helpers (target check, mean, per-row scale, bfloat16 logits through the float32 kernels).
+#include "ops/kernels/rowwise.h"
 
 #include <omp.h>
 
@@ -11,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "simd.h"
+#include "ops/cpu/simd.h"
 
 // Per-row / per-chunk bodies are compiled per ISA (UOE_SIMD) and the best one is picked at load time (ifunc).
 // They contain no OpenMP parallel regions; the drivers below split rows across threads and call them.
@@ -302,15 +303,33 @@ void chunked_param_grads(int64_t rows, int64_t n, int nparts, T* d0, T* d1, Chun
   }
 }
 
-void check_targets(const char* fn, int64_t rows, int64_t vocab, const int64_t* targets, int64_t ignore_index) {
+// Counts the targets other than ignore_index and finds the first one outside [0, vocab).
+TargetCheck count_targets(int64_t rows, int64_t vocab, const int64_t* targets, int64_t ignore_index) {
+  TargetCheck c;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t t = targets[r];
-    if (t != ignore_index && (t < 0 || t >= vocab))
-      throw std::out_of_range(std::string("uoe::cpu::") + fn + ": target " + std::to_string(t) + " at row " +
-                              std::to_string(r) + " is out of range for vocab size " + std::to_string(vocab) +
-                              " (valid: [0, " + std::to_string(vocab) + ") or ignore_index " +
-                              std::to_string(ignore_index) + ")");
+    if (t == ignore_index) continue;
+    ++c.count;
+    if ((t < 0 || t >= vocab) && c.bad_row < 0) {
+      c.bad_row = r;
+      c.bad_target = t;
+    }
   }
+  return c;
+}
+
+void throw_bad_target(const char* fn, const TargetCheck& c, int64_t vocab, int64_t ignore_index) {
+  throw std::out_of_range(std::string("uoe::cpu::") + fn + ": target " + std::to_string(c.bad_target) + " at row " +
+                          std::to_string(c.bad_row) + " is out of range for vocab size " + std::to_string(vocab) +
+                          " (valid: [0, " + std::to_string(vocab) + ") or ignore_index " +
+                          std::to_string(ignore_index) + ")");
+}
+
+// logits [rows, vocab] widened to float32 (exactly).
+std::vector<float> widen(int64_t rows, int64_t vocab, const BFloat16* logits) {
+  std::vector<float> x(static_cast<size_t>(rows * vocab));
+  convert_bf16_to_f32(logits, x.data(), rows * vocab);
+  return x;
 }
 
 }  // namespace
@@ -387,41 +406,62 @@ void layer_norm_backward(int64_t rows, int64_t n, const T* x, const T* weight, c
 }
 
 template <class T>
-void cross_entropy_forward(int64_t rows, int64_t vocab, const T* logits, const int64_t* targets,
-                           int64_t ignore_index, T* loss_per_row, T* lse) {
-  if (rows <= 0) return;
-  check_targets("cross_entropy_forward", rows, vocab, targets, ignore_index);
-  if (vocab <= 0) return;
+TargetCheck cross_entropy_forward_checked(int64_t rows, int64_t vocab, const T* logits, const int64_t* targets,
+                                          int64_t ignore_index, T* loss_per_row, T* lse) {
+  const TargetCheck c = count_targets(rows, vocab, targets, ignore_index);
+  if (c.bad_row >= 0 || rows <= 0 || vocab <= 0) return c;
   parallel_rows(rows, vocab, [&](int64_t b, int64_t e) {
     ce_fwd_rows<T>(b, e, vocab, logits, targets, ignore_index, loss_per_row, lse);
   });
+  return c;
+}
+template <class T>
+void cross_entropy_forward(int64_t rows, int64_t vocab, const T* logits, const int64_t* targets,
+                           int64_t ignore_index, T* loss_per_row, T* lse) {
+  const TargetCheck c =
+      cross_entropy_forward_checked<T>(rows, vocab, logits, targets, ignore_index, loss_per_row, lse);
+  if (c.bad_row >= 0) throw_bad_target("cross_entropy_forward", c, vocab, ignore_index);
 }
 template <class T>
 void cross_entropy_backward(int64_t rows, int64_t vocab, const T* logits, const int64_t* targets,
                             int64_t ignore_index, const T* lse, const T* grad_scale_per_row, T* dlogits) {
-  if (rows <= 0) return;
-  check_targets("cross_entropy_backward", rows, vocab, targets, ignore_index);
-  if (vocab <= 0) return;
+  const TargetCheck c = count_targets(rows, vocab, targets, ignore_index);
+  if (c.bad_row >= 0) throw_bad_target("cross_entropy_backward", c, vocab, ignore_index);
+  if (rows <= 0 || vocab <= 0) return;
   parallel_rows(rows, vocab, [&](int64_t b, int64_t e) {
     ce_bwd_rows<T>(b, e, vocab, logits, targets, ignore_index, lse, grad_scale_per_row, dlogits);
   });
 }
 
-#define UOE_ROWWISE_INSTANTIATE(T)                                                                              \
-  template void softmax_forward<T>(int64_t, int64_t, const T*, T*);                                            \
-  template void softmax_backward<T>(int64_t, int64_t, const T*, const T*, T*);                                 \
-  template void log_softmax_forward<T>(int64_t, int64_t, const T*, T*);                                        \
-  template void log_softmax_backward<T>(int64_t, int64_t, const T*, const T*, T*);                             \
-  template void rms_norm_forward<T>(int64_t, int64_t, const T*, const T*, double, T*, T*);                     \
-  template void rms_norm_backward<T>(int64_t, int64_t, const T*, const T*, const T*, const T*, T*, T*);        \
-  template void layer_norm_forward<T>(int64_t, int64_t, const T*, const T*, const T*, double, T*, T*, T*);     \
-  template void layer_norm_backward<T>(int64_t, int64_t, const T*, const T*, const T*, const T*, const T*, T*, \
-                                       T*, T*);                                                                \
-  template void cross_entropy_forward<T>(int64_t, int64_t, const T*, const int64_t*, int64_t, T*, T*);        \
-  template void cross_entropy_backward<T>(int64_t, int64_t, const T*, const int64_t*, int64_t, const T*,      \
-                                          const T*, T*);
-UOE_ROWWISE_INSTANTIATE(float)
-UOE_ROWWISE_INSTANTIATE(double)
-#undef UOE_ROWWISE_INSTANTIATE
+// bfloat16 logits: the float32 kernels on the widened values, dlogits rounded once.
+TargetCheck cross_entropy_forward_checked(int64_t rows, int64_t vocab, const BFloat16* logits, const int64_t* targets,
+                                          int64_t ignore_index, float* loss_per_row, float* lse) {
+  const std::vector<float> x = widen(rows, vocab, logits);
+  return cross_entropy_forward_checked<float>(rows, vocab, x.data(), targets, ignore_index, loss_per_row, lse);
+}
+void cross_entropy_backward(int64_t rows, int64_t vocab, const BFloat16* logits, const int64_t* targets,
+                            int64_t ignore_index, const float* lse, const float* grad_scale_per_row,
+                            BFloat16* dlogits) {
+  std::vector<float> d = widen(rows, vocab, logits);  // the float32 gradient, in place of the widened logits
+  cross_entropy_backward<float>(rows, vocab, d.data(), targets, ignore_index, lse, grad_scale_per_row, d.data());
+  convert_f32_to_bf16(d.data(), dlogits, rows * vocab);
+}
+
+template <class T>
+void cross_entropy_mean_loss(int64_t rows, const T* loss_per_row, int64_t count, T* loss) {
+  double total = 0;  // in row order: the same sum whatever the thread count
+  for (int64_t r = 0; r < rows; ++r) total += double(loss_per_row[r]);
+  *loss = T(count > 0 ? total / double(count) : 0.0);
+}
+template <class T>
+void cross_entropy_row_scale(int64_t rows, const T* g, int64_t count, T* scale) {
+  const T s = T(count > 0 ? double(g[0]) / double(count) : 0.0);
+  for (int64_t r = 0; r < rows; ++r) scale[r] = s;
+}
+
+UOE_ROWWISE_INSTANTIATE_ROWS(float)
+UOE_ROWWISE_INSTANTIATE_ROWS(double)
+UOE_ROWWISE_INSTANTIATE_CROSS_ENTROPY(float)
+UOE_ROWWISE_INSTANTIATE_CROSS_ENTROPY(double)
 
 }  // namespace uoe::cpu

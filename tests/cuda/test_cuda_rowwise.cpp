@@ -15,9 +15,8 @@
 #include "core/tensor.h"
 #include "cuda/cuda_api.h"
 #include "ops/kernels/rope.h"
-#include "ops/cpu/rowwise_kernels.h"
+#include "ops/kernels/rowwise.h"
 #if UOE_WITH_CUDA
-#include "cuda/rowwise_kernels.h"
 #include "cuda/stream.h"
 #endif
 
@@ -374,7 +373,7 @@ TEST_F(CudaRowwiseBf16, CrossEntropyMatchesTheFloat32CpuOnTheSameValues) {
 
     const Tensor d_x = x16.to(Device::cuda(0)), d_t = dev(t), d_loss = poisoned<float>(size_t(rows)),
                  d_lse = poisoned<float>(size_t(rows));
-    const cuda::TargetCheck c = cuda::cross_entropy_forward_checked_bf16(
+    const cuda::TargetCheck c = cuda::cross_entropy_forward_checked(
         rows, vocab, ptr<BFloat16>(d_x), ptr<int64_t>(d_t), ignore, ptr<float>(d_loss), ptr<float>(d_lse));
     EXPECT_EQ(c.bad_row, -1) << what;
     expect_close(host<float>(d_loss), loss, what + " loss_per_row");
@@ -382,8 +381,8 @@ TEST_F(CudaRowwiseBf16, CrossEntropyMatchesTheFloat32CpuOnTheSameValues) {
 
     const Tensor d_lse_c = dev(lse), d_sc = dev(sc);
     Tensor d_dl = full({int64_t(sz)}, kNaN, TensorOptions{}.with_dtype(DType::BFloat16).with_device(Device::cuda(0)));
-    cuda::cross_entropy_backward_bf16(rows, vocab, ptr<BFloat16>(d_x), ptr<int64_t>(d_t), ignore, ptr<float>(d_lse_c),
-                                      ptr<float>(d_sc), ptr<BFloat16>(d_dl));
+    cuda::cross_entropy_backward(rows, vocab, ptr<BFloat16>(d_x), ptr<int64_t>(d_t), ignore, ptr<float>(d_lse_c),
+                                 ptr<float>(d_sc), ptr<BFloat16>(d_dl));
     expect_close(host<float>(d_dl.to(DType::Float32)), dl, what + " dlogits", 1e-2);
   }
 }

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/cpu/rowwise_kernels.h"
+#include "ops/kernels/rowwise.h"
 
 namespace {
 
