@@ -144,7 +144,7 @@ TEST_F(CudaKernels, FillWritesEveryElementOfAStridedView) {
 }
 
 TEST_F(CudaKernels, UnaryMatchesCpu) {
-  using cpu::UnaryKind;
+  using kernels::UnaryKind;
   const Tensor x64 = (randn({7, 129}, TensorOptions{}.with_dtype(DType::Float64)) * 4.0).transpose(0, 1);
   const std::vector<double> special = {0.0,
                                        -0.0,
@@ -185,8 +185,8 @@ TEST_F(CudaKernels, UnaryMatchesCpu) {
 TEST_F(CudaKernels, ContiguousViewsOffTheVectorAlignmentMatchCpu) {
   // Contiguous 1-d views one or two elements past a 16-byte boundary (the flat loop's vector loads must not be used
   // on them), and a length that is not a multiple of the vector width.
-  using cpu::BinaryKind;
-  using cpu::UnaryKind;
+  using kernels::BinaryKind;
+  using kernels::UnaryKind;
   for (DType t : {DType::Float32, DType::Float64, DType::BFloat16}) {
     const Tensor base = randn({1003}).to(t), other = randn({1003}).to(t);
     const Tensor a = base.narrow(0, 1, 1001), b = other.narrow(0, 2, 1001);
@@ -210,7 +210,7 @@ TEST_F(CudaKernels, ContiguousViewsOffTheVectorAlignmentMatchCpu) {
 }
 
 TEST_F(CudaKernels, ActivationGradMatchesCpu) {
-  using cpu::ActivationGrad;
+  using kernels::ActivationGrad;
   for (DType t : {DType::Float32, DType::Float64}) {
     const Tensor x = (randn({33, 17}, TensorOptions{}.with_dtype(DType::Float64)) * 5.0).to(t);
     const Tensor g = randn({17}, TensorOptions{}.with_dtype(t));
@@ -225,7 +225,7 @@ TEST_F(CudaKernels, ActivationGradMatchesCpu) {
 }
 
 TEST_F(CudaKernels, BinaryBroadcastsAndComparesAsTheCpu) {
-  using cpu::BinaryKind;
+  using kernels::BinaryKind;
   for (DType t : {DType::Float32, DType::Float64, DType::Int32, DType::Int64}) {
     const bool fl = is_floating(t);
     Tensor a = (randn({4, 1, 5}, TensorOptions{}.with_dtype(DType::Float64)) * 10.0).to(t);
@@ -259,9 +259,9 @@ TEST_F(CudaKernels, BinaryBroadcastsAndComparesAsTheCpu) {
 TEST_F(CudaKernels, Bfloat16KernelsEqualTheFloat32KernelsBetweenCasts) {
   // The bfloat16 kernels read bfloat16, compute in float32 and round once: bit for bit the float32 kernel on the
   // widened operands, rounded to bfloat16. Strided and broadcast operands, specials included.
-  using cpu::ActivationGrad;
-  using cpu::BinaryKind;
-  using cpu::UnaryKind;
+  using kernels::ActivationGrad;
+  using kernels::BinaryKind;
+  using kernels::UnaryKind;
   const Tensor x = ops::cat({mixed_values(64, true), randn({64}) * 3.0}, 0).to(DType::BFloat16).reshape({16, 8})
                        .transpose(0, 1);                                          // [8, 16], strided
   const Tensor y = (randn({16}) * 2.0).to(DType::BFloat16);                      // broadcast over rows
