@@ -124,7 +124,7 @@ int main() {
     lesson("2. UoE: no router; each expert's first r=2 neurons are its routing neurons");
     nn::UoeFfn uoe(layer_config(nn::FfnKind::UoE), 0.5);
     readable_init(uoe);
-    const nn::RoutingActivations act = nn::routing_activations(x, uoe.w.gate, uoe.w.up, r, "swiglu");
+    const nn::RoutingActivations act = nn::routing_activations(x, uoe.w.gate, uoe.w.up, r, nn::ScoreSource::SwiGLU);
     show("H = silu(x Ŵ_g^R) ⊙ (x Ŵ_p^R): the routing neurons of all experts, on every token   [T, n·r]", act.h);
     const Tensor scores = ops::group_l2norm(act.h, n);  // [T, n]
     show("s_i = ‖H_i‖: an expert's score is how strongly its own routing neurons fire   [T, n]", scores);

@@ -83,7 +83,6 @@ class DenseFfn : public Ffn {
 };
 
 ExpertWeights make_experts(Module& m, int64_t n, int64_t d_gate, int64_t d, int64_t D, double out_std);
-ops::RouteWeights weights_mode(const std::string& s);  // "topk_softmax" | "full_softmax"
 
 // Linear router (f32), top-K softmax over the selected logits, optional shared expert,
 // Switch load-balance loss and router z-loss, dropless experts.
@@ -133,8 +132,8 @@ struct RoutingActivations {
   Tensor h;       // [T, n·r] H = a ⊙ (x Ŵ_p^R)
   Tensor source;  // the one of h, a, g the score is the group norm of (FfnConfig::score)
 };
-// x: [T, d]; w_gate, w_up: [n, d, D >= r] (only [0, r) is read); score: swiglu | gate_silu | gate.
+// x: [T, d]; w_gate, w_up: [n, d, D >= r] (only [0, r) is read).
 RoutingActivations routing_activations(const Tensor& x, const Tensor& w_gate, const Tensor& w_up, int64_t r,
-                                       const std::string& score);
+                                       ScoreSource score);
 
 }  // namespace uoe::nn

@@ -13,10 +13,6 @@ ExpertWeights make_experts(Module& m, int64_t n, int64_t d_gate, int64_t d, int6
   return w;
 }
 
-ops::RouteWeights weights_mode(const std::string& s) {
-  return s == "full_softmax" ? ops::RouteWeights::FullSoftmax : ops::RouteWeights::TopKSoftmax;
-}
-
 
 MoeFfn::MoeFfn(const ModelConfig& c, double out_std) : cfg(c.ffn) {
   router = register_parameter("router", init_normal({c.d_model, cfg.n_experts}, 0.02));
@@ -55,7 +51,7 @@ Tensor AoeFfn::forward(const Tensor& x) {
   const DType dt = x.dtype();
   const Tensor c = ops::matmul(x, gate_down.to(dt));                   // [T, n * d_low]
   const Tensor scores = ops::group_l2norm(c.to(router_dtype(x.dtype())), n);    // [T, n]
-  const ops::Route route = ops::topk_route(scores, cfg.top_k, weights_mode(cfg.weights));
+  const ops::Route route = ops::topk_route(scores, cfg.top_k, cfg.weights);
   const Tensor y = run_experts(x, route.indices, route.weights.to(dt), w.to(dt), 0, cfg.expert_width, c.view({T, n, cfg.d_low}));
   const Tensor probs = ops::softmax(scores, -1);
   stats = routing_stats(probs, route);

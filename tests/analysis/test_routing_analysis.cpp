@@ -176,7 +176,7 @@ std::pair<Tensor, Tensor> cut_path(nn::UoeFfn& layer, const Tensor& x, const Ten
   return {layer.w.gate.grad().narrow(2, 0, r), layer.w.up.grad().narrow(2, 0, r)};
 }
 
-class GradientPaths : public ::testing::TestWithParam<const char*> {};
+class GradientPaths : public ::testing::TestWithParam<nn::ScoreSource> {};
 
 TEST_P(GradientPaths, PartsSumToTheFullGradientAndEachEqualsTheOtherPathCut) {
   nn::ModelConfig c = diagonal_config(nn::FfnKind::UoE, 2);
@@ -212,12 +212,12 @@ TEST_P(GradientPaths, PartsSumToTheFullGradientAndEachEqualsTheOtherPathCut) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Scores, GradientPaths, ::testing::Values("swiglu", "gate_silu", "gate"));
+INSTANTIATE_TEST_SUITE_P(Scores, GradientPaths, ::testing::Values(nn::ScoreSource::SwiGLU, nn::ScoreSource::GateSilu, nn::ScoreSource::Gate));
 
 TEST(GradientPathsFullExpert, SelectedExpertsAreAThirdPath) {
   nn::ModelConfig c = diagonal_config(nn::FfnKind::UoE, 2);
   c.d_model = 8;
-  c.ffn.combine = "full_expert";
+  c.ffn.combine = nn::Combine::FullExpert;
   nn::UoeFfn layer(c, 0.3);
   layer.to(DType::Float64);
   GradientPathProbe probe(layer);

@@ -25,7 +25,7 @@ TEST(ConfigCounts, ThreeBillionUoeMatchesTheHandCount) {
 
 TEST(ConfigCounts, FullExpertCombineRunsTheSelectedExpertsRoutingNeuronsAgain) {
   ModelConfig vse = load_model_config("tiny-uoe"), full = vse;
-  full.ffn.combine = "full_expert";
+  full.ffn.combine = Combine::FullExpert;
   const ModelCounts a = count_model(vse), b = count_model(full);
   const double extra = double(vse.n_layers) * 3 * double(vse.d_model) * double(vse.ffn.top_k) *
                        double(vse.ffn.routing_neurons);  // K experts x r neurons x 3 d weights, per layer
@@ -50,6 +50,49 @@ TEST(ConfigCounts, ConfigurationsThatCannotBuildAModelAreRefused) {
                {"[config] r.json: ffn.routing_neurons (0: expert_width / n_experts) is -1, expected 0 to 511"});
   expect_error([&] { model_config_from_json(with("{\"aux_loss\": -0.5}"), "aux.json"); },
                {"[config] aux.json: ffn.aux_loss is -0.5, expected a finite number >= 0"});
+}
+
+// The switches are parsed once, into enums: an unknown name is refused with the valid ones listed, and so is a
+// switch the chosen kind ignores; the names written by earlier versions (every field, defaults included) still load.
+TEST(ConfigCounts, SwitchesAreParsedOnceAndOnlyWhereTheKindUsesThem) {
+  const auto ffn = [](const std::string& fields) {
+    return json::parse("{\"name\": \"x\", \"d_model\": 64, \"n_layers\": 1, \"n_heads\": 4, \"ffn\": {" + fields +
+                           "}}",
+                       "test");
+  };
+  expect_error([&] { model_config_from_json(ffn("\"score\": \"norm\""), "s.json"); },
+               {"[config] s.json: ffn.score is 'norm', expected one of swiglu, gate_silu, gate"});
+  expect_error([&] { model_config_from_json(ffn("\"kind\": \"mlp\""), "k.json"); },
+               {"[config] k.json: ffn.kind is 'mlp', expected one of dense, moe, aoe, uoe"});
+  expect_error([&] { model_config_from_json(ffn("\"weights\": 1"), "w.json"); },
+               {"[config] w.json: [json] key \"weights\": expected a string"});
+  expect_error([&] { model_config_from_json(ffn("\"kind\": \"dense\", \"routing\": \"topp\""), "d.json"); },
+               {"[config] d.json: ffn.routing is 'topp', but a dense FFN ignores it (only uoe use it): leave it out or "
+                "set 'topk'"});
+  expect_error([&] { model_config_from_json(ffn("\"kind\": \"moe\", \"weights\": \"full_softmax\""), "m.json"); },
+               {"[config] m.json: ffn.weights is 'full_softmax', but a moe FFN ignores it (only aoe, uoe use it)"});
+  ModelConfig aoe = load_model_config("tiny-aoe");
+  aoe.ffn.combine = Combine::FullExpert;
+  expect_error([&] { LanguageModel m(aoe); }, {"ffn.combine is 'full_expert', but a aoe FFN ignores it"});
+  // as an earlier version wrote them: every switch present, the ones the kind ignores at their defaults
+  const ModelConfig dense = model_config_from_json(
+      ffn("\"kind\": \"dense\", \"score\": \"swiglu\", \"weights\": \"topk_softmax\", \"combine\": \"vse\", "
+          "\"routing\": \"topk\""),
+      "old.json");
+  EXPECT_EQ(dense.ffn.kind, FfnKind::Dense);
+  const ModelConfig uoe = model_config_from_json(
+      ffn("\"score\": \"gate_silu\", \"weights\": \"full_softmax\", \"combine\": \"full_expert\", \"routing\": "
+          "\"topp\""),
+      "uoe.json");
+  EXPECT_EQ(uoe.ffn.score, ScoreSource::GateSilu);
+  EXPECT_EQ(uoe.ffn.weights, ops::RouteWeights::FullSoftmax);
+  EXPECT_EQ(uoe.ffn.combine, Combine::FullExpert);
+  EXPECT_EQ(uoe.ffn.routing, Routing::TopP);
+  const json::Value written = to_json(uoe).at("ffn");  // the same names back
+  EXPECT_EQ(written.at("score").as_string(), "gate_silu");
+  EXPECT_EQ(written.at("weights").as_string(), "full_softmax");
+  EXPECT_EQ(written.at("combine").as_string(), "full_expert");
+  EXPECT_EQ(written.at("routing").as_string(), "topp");
 }
 
 // Every size is bounded before a model is built: 10^9 layers were allocated one after another for minutes before
