@@ -44,7 +44,7 @@ UoeFfn::UoeFfn(const ModelConfig& c, double out_std) : cfg(c.ffn) {
   w = make_experts(*this, cfg.n_experts, c.d_model, c.d_model, cfg.expert_width, out_std);
 }
 
-Tensor UoeFfn::forward(const Tensor& x) {
+FfnOut UoeFfn::forward(const Tensor& x) {
   const int64_t d = x.size(1), n = cfg.n_experts, r = cfg.routing_neurons, D = cfg.expert_width;
   // The expert weights in the compute dtype, cast once (no-ops when they already are): this rank's experts (all of
   // them without expert parallelism), and every expert's routing part [n, d, r], [n, d, r], [n, r, d]
@@ -66,8 +66,8 @@ Tensor UoeFfn::forward(const Tensor& x) {
   const Tensor wo_r = routing.down.reshape({n * r, d});  // Ŵ_o^R [n·r, d]
   // Routing score: L2 norm of each expert's r activations (in float32)   [T, n]
   const Tensor s = ops::group_l2norm(source.to(router_dtype(x.dtype())), n);
-  const ops::Route route = cfg.routing == Routing::TopP ? ops::topp_route(s, cfg.top_p, n, cfg.weights)
-                                                        : ops::topk_route(s, cfg.top_k, cfg.weights);
+  const Routed routed = route_tokens(x, s, cfg);
+  const ops::Route& route = routed.route;
   const Tensor weights = route.weights.to(dt);
   Tensor y;
   if (cfg.combine == Combine::Vse) {
@@ -79,15 +79,7 @@ Tensor UoeFfn::forward(const Tensor& x) {
     const Tensor unselected = unselected_mask(route.indices, n, r, x.dtype());  // [T, n·r]
     y = ops::matmul(h * unselected, wo_r) + run_experts(x, route.indices, weights, experts, 0, D);
   }
-  const Tensor probs = ops::softmax(s, -1);
-  stats = routing_stats(probs, route);
-  if (cfg.aux_loss > 0) stats.aux_loss = ops::load_balance_loss(probs, route.indices) * cfg.aux_loss;
-  if (cfg.routing == Routing::TopP) {  // entropy regulariser 1e-4 on P = softmax(s)
-    const Tensor entropy = -ops::mean(ops::sum(probs * ops::log_softmax(s, -1), {-1}));
-    stats.aux_loss = stats.aux_loss.defined() ? stats.aux_loss + entropy * 1e-4 : entropy * 1e-4;
-  }
-  if (record) keep_trace(x, s, route);
-  return y;
+  return {y, routed.aux};
 }
 
 }  // namespace uoe::nn

@@ -170,7 +170,7 @@ std::pair<Tensor, Tensor> cut_path(nn::UoeFfn& layer, const Tensor& x, const Ten
   GradHook zero = [](const Tensor& g) { return zeros_like(g); };
   (cut_score ? layer.score_grad_hook : layer.vse_grad_hook) = zero;
   layer.zero_grad();
-  ops::sum(layer.forward(x) * target).backward();
+  ops::sum(layer.forward(x).y * target).backward();
   (cut_score ? layer.score_grad_hook : layer.vse_grad_hook) = nullptr;
   const int64_t r = layer.cfg.routing_neurons;
   return {layer.w.gate.grad().narrow(2, 0, r), layer.w.up.grad().narrow(2, 0, r)};
@@ -191,7 +191,7 @@ TEST_P(GradientPaths, PartsSumToTheFullGradientAndEachEqualsTheOtherPathCut) {
   {
     GradientPathProbe probe(layer);
     layer.zero_grad();
-    ops::sum(layer.forward(x) * target).backward();
+    ops::sum(layer.forward(x).y * target).backward();
     s = probe.split();
   }
   EXPECT_FALSE(layer.vse_grad_hook || layer.score_grad_hook);  // the probe removed its hooks
@@ -222,7 +222,7 @@ TEST(GradientPathsFullExpert, SelectedExpertsAreAThirdPath) {
   layer.to(DType::Float64);
   GradientPathProbe probe(layer);
   layer.zero_grad();
-  ops::sum(layer.forward(random_double({9, 8}, 5)) * random_double({9, 8}, 6)).backward();
+  ops::sum(layer.forward(random_double({9, 8}, 5)).y * random_double({9, 8}, 6)).backward();
   const PathNorms p = path_norms(probe.split());
   double rest = 0;
   for (double v : p.rest) rest += v;

@@ -31,7 +31,7 @@ Run run_layer(const nn::ModelConfig& c, Communicator* group, int64_t begin, int6
   Tensor x = x_all.narrow(0, begin, count).contiguous();
   x.requires_grad_(true);
   if (group && ffn->experts()) ffn->shard_experts(*group);
-  const Tensor y = ffn->forward(x);
+  const Tensor y = ffn->forward(x).y;
   ops::sum(y * probe.narrow(0, begin, count)).backward();
   return {y.detach(), x.grad(), ffn->named_parameters()};
 }
