@@ -135,15 +135,16 @@ void check_range(const std::string& source, const char* field, int64_t value, in
             hi);
 }
 
-// A switch that the FFN kind ignores keeps its default (its first value): a choice that would change nothing is refused.
+// A switch that the FFN kind ignores keeps its default (its first value): a choice that would change nothing is
+// refused.
 template <class E>
 void check_switch_used(const std::string& source, const FfnConfig& f, const char* field, E value,
                        std::initializer_list<FfnKind> users) {
   if (value == E(0) || std::find(users.begin(), users.end(), f.kind) != users.end()) return;
   std::string kinds;
   for (FfnKind k : users) kinds += (kinds.empty() ? "" : ", ") + std::string(ffn_kind_name(k));
-  fail("[config] ", source, ": ffn.", field, " is '", switch_name(value), "', but a ", ffn_kind_name(f.kind),
-       " FFN ignores it (only ", kinds, " use it): leave it out or set '", switch_name(E(0)), "'");
+  fail("[config] ", source, ": ffn.", field, " is '", switch_name(value), "', but ffn.kind ", ffn_kind_name(f.kind),
+       " ignores it (only ", kinds, " use it): leave it out or set '", switch_name(E(0)), "'");
 }
 
 void check_weight(const std::string& source, const char* field, double value) {
