@@ -54,8 +54,9 @@ std::string ffn_summary(const nn::ModelConfig& c) {
   o << nn::ffn_kind_name(f.kind) << " FFN, " << c.n_layers << " layers, d_model " << c.d_model << ", n = " << f.n_experts
     << " experts of width D = " << f.expert_width;
   if (f.kind == nn::FfnKind::UoE)
-    o << ", r = " << f.routing_neurons << " routing neurons, score " << f.score << ", combine " << f.combine << ", routing "
-      << (f.routing == "topp" ? "top-p " + num(f.top_p, "%.2f") : "top-" + std::to_string(f.top_k));
+    o << ", r = " << f.routing_neurons << " routing neurons, score " << nn::switch_name(f.score) << ", combine "
+      << nn::switch_name(f.combine) << ", routing "
+      << (f.routing == nn::Routing::TopP ? "top-p " + num(f.top_p, "%.2f") : "top-" + std::to_string(f.top_k));
   else
     o << ", top-" << f.top_k;
   return o.str();

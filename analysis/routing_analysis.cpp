@@ -270,7 +270,7 @@ AnalysisResult analyze(nn::LanguageModel& model, const nn::TokenFile& data, int6
             " tokens of ", data.name());
   UOE_CHECK(data.vocab_size() <= c.vocab_size, "[analyze] ", data.path(), " has vocabulary ", data.vocab_size(),
             " but the model's is ", c.vocab_size);
-  const int64_t n = c.ffn.n_experts, K = c.ffn.routing == "topp" && c.ffn.kind == nn::FfnKind::UoE ? n : c.ffn.top_k;
+  const int64_t n = c.ffn.n_experts, K = c.ffn.routing == nn::Routing::TopP ? n : c.ffn.top_k;
   const int64_t n_windows = o.tokens / seq, total = n_windows * seq;
   const int64_t stride = std::max<int64_t>(1, total / std::max<int64_t>(1, o.activation_tokens));
 
@@ -315,7 +315,7 @@ AnalysisResult analyze(nn::LanguageModel& model, const nn::TokenFile& data, int6
       LayerAnalysis& la = result.layers[l];
       la.has_gradient_paths = true;
       la.gradient = path_norms(splits[l]);
-      for (int64_t i = 0; i < n && c.ffn.combine == "vse"; ++i)
+      for (int64_t i = 0; i < n && c.ffn.combine == nn::Combine::Vse; ++i)
         if (la.gradient.full[size_t(i)] > 0)
           la.gradient_split_error = std::max(la.gradient_split_error, la.gradient.rest[size_t(i)] / la.gradient.full[size_t(i)]);
     }

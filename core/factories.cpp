@@ -1,4 +1,4 @@
-// Tensor allocation: empty and empty_like (the factories that fill values run kernels: ops/factories.cpp).
+// Tensor allocation: empty (the factories that fill values run kernels: ops/factories.cpp).
 #include <algorithm>
 
 #include "core/error.h"
@@ -26,7 +26,5 @@ Tensor empty(const Shape& shape, TensorOptions opt) {
   if (opt.requires_grad) t.requires_grad_(true);
   return t;
 }
-
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), TensorOptions{}.with_dtype(t.dtype()).with_device(t.device())); }
 
 }  // namespace uoe

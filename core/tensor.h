@@ -3,7 +3,7 @@
 // Where its methods live (library targets of CMakeLists.txt): metadata, data access and autograd *state* are core's
 // (core/tensor.cpp); backward(), register_hook() and retain_grad() are the autograd layer's
 // (autograd/tensor_autograd.cpp); the views, copies and conversions, printing, in-place ops, arithmetic operators
-// and the factories that fill values (all but empty/empty_like) are an ops-level facade, declared here so that every
+// and the factories that fill values (all but empty) are an ops-level facade, declared here so that every
 // layer can write t.to(...) and defined in uoe_ops (ops/views.cpp, copy.cpp, inplace.cpp, binary.cpp,
 // tensor_print.cpp, factories.cpp). Code below the op layer that calls the facade reaches up at link time; what
 // still does (conversion in core's I/O and collectives, gradient accumulation in autograd) is bundled into the one
@@ -157,7 +157,6 @@ Tensor empty(const Shape& shape, TensorOptions opt = {});
 Tensor zeros(const Shape& shape, TensorOptions opt = {});
 Tensor ones(const Shape& shape, TensorOptions opt = {});
 Tensor full(const Shape& shape, double value, TensorOptions opt = {});
-Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor arange(double start, double end, double step = 1.0, TensorOptions opt = {});
 // Random numbers from a counter-based generator: the same values on every thread count

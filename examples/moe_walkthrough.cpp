@@ -93,7 +93,7 @@ bool selected_by(const ops::Route& route, int64_t t, int64_t e) {
 // loss = Σ_j y[0, j] c_j: a gradient that comes from token 0 alone.
 void backward_from_token0(nn::Ffn& layer, const Tensor& x, const Tensor& c) {
   layer.zero_grad();
-  ops::sum(layer.forward(x).select(0, 0) * c).backward();
+  ops::sum(layer.forward(x).y.select(0, 0) * c).backward();
 }
 
 }  // namespace
@@ -117,14 +117,14 @@ int main() {
     std::vector<Tensor> moe_experts;
     for (int64_t e = 0; e < n; ++e) moe_experts.push_back(expert_part(x, moe.w, e, 0, D));  // [T, d] each
     show("E_0(x): expert 0 (all D=8 neurons) on every token   [T, d]", moe_experts[0]);
-    const Tensor moe_y = moe.forward(x);
+    const Tensor moe_y = moe.forward(x).y;
     show("MoeFfn output: y_t = Σ_k w_tk E_k(x_t)   [T, d]", moe_y);
     check_same(moe_y, combine(zeros({T, d}), moe_route, moe_experts), "MoeFfn output = Σ_k w_tk E_k(x_t) by hand");
 
     lesson("2. UoE: no router; each expert's first r=2 neurons are its routing neurons");
     nn::UoeFfn uoe(layer_config(nn::FfnKind::UoE), 0.5);
     readable_init(uoe);
-    const nn::RoutingActivations act = nn::routing_activations(x, uoe.w.gate, uoe.w.up, r, "swiglu");
+    const nn::RoutingActivations act = nn::routing_activations(x, uoe.w.gate, uoe.w.up, r, nn::ScoreSource::SwiGLU);
     show("H = silu(x Ŵ_g^R) ⊙ (x Ŵ_p^R): the routing neurons of all experts, on every token   [T, n·r]", act.h);
     const Tensor scores = ops::group_l2norm(act.h, n);  // [T, n]
     show("s_i = ‖H_i‖: an expert's score is how strongly its own routing neurons fire   [T, n]", scores);
@@ -143,7 +143,7 @@ int main() {
     std::vector<Tensor> uoe_rest;
     for (int64_t e = 0; e < n; ++e) uoe_rest.push_back(expert_part(x, uoe.w, e, r, D));  // [T, d] each
     show("expert 0, neurons [r, D) = [2, 8), on every token   [T, d]", uoe_rest[0]);
-    const Tensor uoe_y = uoe.forward(x);
+    const Tensor uoe_y = uoe.forward(x).y;
     show("UoeFfn output: y_t = VSE_t + Σ_k w_tk E_k[r:D](x_t)   [T, d]", uoe_y);
     check_same(uoe_y, combine(vse, uoe_route, uoe_rest), "UoeFfn output = VSE_t + Σ_k w_tk E_k[r:D](x_t) by hand");
 

@@ -89,10 +89,10 @@ int main(int argc, char** argv) {
       Tensor target;                   // [T, d]
       {
         NoGradGuard no_grad;
-        target = teacher.forward(x);
+        target = teacher.forward(x).y;
       }
       student.zero_grad();  // split() reads the full gradient from .grad: zero it before the forward
-      const Tensor loss = ops::mean(ops::pow(student.forward(x) - target, 2.0));
+      const Tensor loss = ops::mean(ops::pow(student.forward(x).y - target, 2.0));
       loss.backward();
 
       const analysis::RoutingGradientSplit split = probe.split();  // [n, d, r] per part and matrix

@@ -28,7 +28,7 @@ std::pair<double, double> ffn_params(const ModelConfig& c) {
     case FfnKind::UoE: {
       // the virtual shared expert (every expert's r routing neurons), then the selected experts' other neurons;
       // with combine = full_expert the selected experts run all D neurons again (nn/uoe_ffn.cpp)
-      const double r = double(f.routing_neurons), rest = f.combine == "full_expert" ? D : D - r;
+      const double r = double(f.routing_neurons), rest = f.combine == Combine::FullExpert ? D : D - r;
       return {n * 3 * d * D, 3 * d * n * r + K * 3 * d * rest};
     }
   }
@@ -197,7 +197,7 @@ Part aoe_part(const ModelConfig& m, const Step& s) {
   Part p;
   p.saved = s.act(low, kF32) * (s.f32 || s.ep > 1 ? 1 : 2)  // c in float32: group_l2norm's, expert_ffn's gate input
             + s.act(n, kF32)                              // scores [N, n]
-            + route_saved(s, K, n, f.weights == "full_softmax")
+            + route_saved(s, K, n, f.weights == ops::RouteWeights::FullSoftmax)
             + (s.f32 ? 0 : s.act(d, kF32))                // expert_ffn input x in float32 [N, d]
             + (f.aux_loss > 0 ? s.act(n, kF32) : 0)       // balance loss: softmax [N, n]
             + s.exchange(K, d, double(f.d_low));
@@ -215,18 +215,18 @@ Part aoe_part(const ModelConfig& m, const Step& s) {
 Part uoe_part(const ModelConfig& m, const Step& s) {
   const FfnConfig& f = m.ffn;
   const double d = double(m.d_model), n = double(f.n_experts);
-  const double nr = n * double(f.routing_neurons), K = f.routing == "topp" ? n : double(f.top_k);
+  const double nr = n * double(f.routing_neurons), K = f.routing == Routing::TopP ? n : double(f.top_k);
   const Experts e = layer_experts(m, s.ep);  // (the routing slices of all n experts are gathered)
-  const bool probs = f.aux_loss > 0 || f.routing == "topp";
+  const bool probs = f.aux_loss > 0 || f.routing == Routing::TopP;
   Part p;
   p.saved = 4 * s.act(nr, s.c)                             // g, silu(g), up, H = silu(g)·up [N, n·r]
             + (s.f32 ? 0 : s.act(nr, kF32))                // the score's source in float32 [N, n·r]
             + s.act(n, kF32)                               // scores [N, n]
-            + route_saved(s, K, n, f.weights == "full_softmax")
+            + route_saved(s, K, n, f.weights == ops::RouteWeights::FullSoftmax)
             + (s.f32 ? 0 : s.act(d, kF32))                 // expert_ffn input x in float32 [N, d]
-            + (f.combine == "full_expert" ? 2 * s.act(nr, s.c) : 0)  // unselected mask and masked H [N, n·r]
+            + (f.combine == Combine::FullExpert ? 2 * s.act(nr, s.c) : 0)  // unselected mask and masked H [N, n·r]
             + (probs ? s.act(n, kF32) : 0)                 // softmax [N, n] (balance loss, top-p entropy)
-            + (f.routing == "topp" ? s.act(n, kF32) : 0)   // log_softmax [N, n] (top-p entropy)
+            + (f.routing == Routing::TopP ? s.act(n, kF32) : 0)   // log_softmax [N, n] (top-p entropy)
             + s.exchange(K, d);
   // the routing slices of W_gate, W_up [d, n·r] and W_down [n·r, d] are copied by their reshapes
   p.copies = 3 * tensor_bytes(d * nr, s.c) + (s.cast_experts ? e.bytes(kF32) : 0);

@@ -114,11 +114,7 @@ void save_checkpoint(const std::string& dir, const Module& model, const ModelCon
   save_checkpoint(dir, model_tensors(model), config, opt ? opt->state() : NamedTensors{}, trainer_state, tokenizer);
 }
 
-NamedTensors model_tensors(const Module& model) {
-  NamedTensors tensors = model.named_parameters();
-  for (auto& b : model.named_buffers()) tensors.push_back(b);
-  return tensors;
-}
+NamedTensors model_tensors(const Module& model) { return model.named_parameters(); }
 
 void save_checkpoint(const std::string& dir, const NamedTensors& model, const ModelConfig& config,
                      const NamedTensors& optimizer_state, const json::Value& trainer_state, const Tokenizer& tokenizer) {

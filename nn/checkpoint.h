@@ -25,7 +25,7 @@ void save_checkpoint(const std::string& dir, const NamedTensors& model, const Mo
 void save_checkpoint(bool writer, const std::string& dir, const DeferredTensors& model, const ModelConfig& config,
                      const DeferredTensors& optimizer_state, const json::Value& trainer_state,
                      const Tokenizer& tokenizer);
-// A module's parameters and buffers, as a checkpoint stores them.
+// A module's parameters, as a checkpoint stores them.
 NamedTensors model_tensors(const Module& model);
 
 struct Checkpoint {

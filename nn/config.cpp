@@ -3,27 +3,36 @@
 
 #include <cmath>
 #include <filesystem>
+#include <algorithm>
 #include <set>
 
 #include "core/error.h"
 
 namespace uoe::nn {
 
-const char* ffn_kind_name(FfnKind k) {
-  switch (k) {
-    case FfnKind::Dense: return "dense";
-    case FfnKind::MoE: return "moe";
-    case FfnKind::AoE: return "aoe";
-    case FfnKind::UoE: return "uoe";
-  }
-  return "?";
+namespace {
+
+// The JSON names of each enum's values, in the enum's order.
+constexpr const char* kKindNames[] = {"dense", "moe", "aoe", "uoe"};
+constexpr const char* kScoreNames[] = {"swiglu", "gate_silu", "gate"};
+constexpr const char* kWeightsNames[] = {"topk_softmax", "full_softmax"};
+constexpr const char* kCombineNames[] = {"vse", "full_expert"};
+constexpr const char* kRoutingNames[] = {"topk", "topp"};
+
+template <size_t N>
+std::string name_list(const char* const (&names)[N]) {
+  std::string list;
+  for (const char* name : names) list += (list.empty() ? "" : ", ") + std::string(name);
+  return list;
 }
 
-FfnKind ffn_kind_from_name(const std::string& s) {
-  for (FfnKind k : {FfnKind::Dense, FfnKind::MoE, FfnKind::AoE, FfnKind::UoE})
-    if (s == ffn_kind_name(k)) return k;
-  fail("[config] ffn.kind '", s, "' is not one of dense, moe, aoe, uoe");
-}
+}  // namespace
+
+const char* ffn_kind_name(FfnKind k) { return kKindNames[int(k)]; }
+const char* switch_name(ScoreSource s) { return kScoreNames[int(s)]; }
+const char* switch_name(ops::RouteWeights w) { return kWeightsNames[int(w)]; }
+const char* switch_name(Combine c) { return kCombineNames[int(c)]; }
+const char* switch_name(Routing r) { return kRoutingNames[int(r)]; }
 
 json::Value to_json(const ModelConfig& c) {
   json::Value f = json::Value::object();
@@ -35,10 +44,10 @@ json::Value to_json(const ModelConfig& c) {
   f["shared_width"] = c.ffn.shared_width;
   f["routing_neurons"] = c.ffn.routing_neurons;
   f["d_low"] = c.ffn.d_low;
-  f["score"] = c.ffn.score;
-  f["weights"] = c.ffn.weights;
-  f["combine"] = c.ffn.combine;
-  f["routing"] = c.ffn.routing;
+  f["score"] = switch_name(c.ffn.score);
+  f["weights"] = switch_name(c.ffn.weights);
+  f["combine"] = switch_name(c.ffn.combine);
+  f["routing"] = switch_name(c.ffn.routing);
   f["top_p"] = c.ffn.top_p;
   f["aux_loss"] = c.ffn.aux_loss;
   f["z_loss"] = c.ffn.z_loss;
@@ -65,11 +74,14 @@ void check_keys(const json::Value& v, const std::set<std::string>& known, const 
     UOE_CHECK(known.count(key), "[config] ", where, ": unknown field '", key, "'");
 }
 
-void check_choice(const std::string& value, const std::set<std::string>& allowed, const std::string& field) {
-  if (allowed.count(value)) return;
-  std::string list;
-  for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-  fail("[config] ", field, " is '", value, "', expected one of ", list);
+// ffn.`field` of `f` as an enum value (`fallback` when missing): its name must be one of `names` (the enum's order).
+template <class E, size_t N>
+E parse_choice(const json::Value& f, const char* field, const char* const (&names)[N], E fallback,
+               const std::string& source) {
+  const std::string value = f.get(field, std::string(names[int(fallback)]));
+  for (size_t i = 0; i < N; ++i)
+    if (value == names[i]) return E(i);
+  fail("[config] ", source, ": ffn.", field, " is '", value, "', expected one of ", name_list(names));
 }
 
 }  // namespace
@@ -98,7 +110,7 @@ ModelConfig parse_fields(const json::Value& v, const std::string& source) {
                    "score", "weights", "combine", "routing", "top_p", "aux_loss", "z_loss"},
                source + " ffn");
     FfnConfig& o = c.ffn;
-    o.kind = ffn_kind_from_name(f.get("kind", std::string(ffn_kind_name(o.kind))));
+    o.kind = parse_choice(f, "kind", kKindNames, o.kind, source);
     o.hidden = f.get("hidden", o.hidden);
     o.n_experts = f.get("n_experts", o.n_experts);
     o.top_k = f.get("top_k", o.top_k);
@@ -106,10 +118,10 @@ ModelConfig parse_fields(const json::Value& v, const std::string& source) {
     o.shared_width = f.get("shared_width", o.shared_width);
     o.routing_neurons = f.get("routing_neurons", o.routing_neurons);
     o.d_low = f.get("d_low", o.d_low);
-    o.score = f.get("score", o.score);
-    o.weights = f.get("weights", o.weights);
-    o.combine = f.get("combine", o.combine);
-    o.routing = f.get("routing", o.routing);
+    o.score = parse_choice(f, "score", kScoreNames, o.score, source);
+    o.weights = parse_choice(f, "weights", kWeightsNames, o.weights, source);
+    o.combine = parse_choice(f, "combine", kCombineNames, o.combine, source);
+    o.routing = parse_choice(f, "routing", kRoutingNames, o.routing, source);
     o.top_p = f.get("top_p", o.top_p);
     o.aux_loss = f.get("aux_loss", o.aux_loss);
     o.z_loss = f.get("z_loss", o.z_loss);
@@ -121,6 +133,18 @@ ModelConfig parse_fields(const json::Value& v, const std::string& source) {
 void check_range(const std::string& source, const char* field, int64_t value, int64_t lo, int64_t hi) {
   UOE_CHECK(value >= lo && value <= hi, "[config] ", source, ": ", field, " is ", value, ", expected ", lo, " to ",
             hi);
+}
+
+// A switch that the FFN kind ignores keeps its default (its first value): a choice that would change nothing is
+// refused.
+template <class E>
+void check_switch_used(const std::string& source, const FfnConfig& f, const char* field, E value,
+                       std::initializer_list<FfnKind> users) {
+  if (value == E(0) || std::find(users.begin(), users.end(), f.kind) != users.end()) return;
+  std::string kinds;
+  for (FfnKind k : users) kinds += (kinds.empty() ? "" : ", ") + std::string(ffn_kind_name(k));
+  fail("[config] ", source, ": ffn.", field, " is '", switch_name(value), "', but ffn.kind ", ffn_kind_name(f.kind),
+       " ignores it (only ", kinds, " use it): leave it out or set '", switch_name(E(0)), "'");
 }
 
 void check_weight(const std::string& source, const char* field, double value) {
@@ -148,10 +172,10 @@ void check_model_config(const ModelConfig& c, const std::string& source) {
   UOE_CHECK(std::isfinite(c.norm_eps) && c.norm_eps > 0, "[config] ", source, ": norm_eps is ", c.norm_eps,
             ", expected a finite number > 0");
   const FfnConfig& f = c.ffn;
-  check_choice(f.score, {"swiglu", "gate_silu", "gate"}, "ffn.score");
-  check_choice(f.weights, {"topk_softmax", "full_softmax"}, "ffn.weights");
-  check_choice(f.combine, {"vse", "full_expert"}, "ffn.combine");
-  check_choice(f.routing, {"topk", "topp"}, "ffn.routing");
+  check_switch_used(source, f, "score", f.score, {FfnKind::UoE});
+  check_switch_used(source, f, "weights", f.weights, {FfnKind::AoE, FfnKind::UoE});
+  check_switch_used(source, f, "combine", f.combine, {FfnKind::UoE});
+  check_switch_used(source, f, "routing", f.routing, {FfnKind::UoE});
   const bool dense = f.kind == FfnKind::Dense;
   check_range(source, "ffn.hidden", f.hidden, dense ? 1 : 0, kMaxWidth * 16);
   check_range(source, "ffn.n_experts", f.n_experts, 1, kMaxExperts);

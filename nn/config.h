@@ -3,10 +3,17 @@
 #include <string>
 
 #include "core/json.h"
+#include "ops/moe.h"
 
 namespace uoe::nn {
 
 enum class FfnKind { Dense, MoE, AoE, UoE };
+
+// The FFN switches of UOE.md. In JSON each value is its name (switch_name); a switch the chosen kind ignores must
+// keep its default (first) value.
+enum class ScoreSource { SwiGLU, GateSilu, Gate };  // UoE: the L2 norm of H, silu(x Ŵ_g^R) or x Ŵ_g^R ranks experts
+enum class Combine { Vse, FullExpert };             // UoE: how selected experts' routing neurons enter the output
+enum class Routing { TopK, TopP };                  // UoE: K experts per token, or as many as top_p needs
 
 struct FfnConfig {
   FfnKind kind = FfnKind::UoE;
@@ -17,13 +24,13 @@ struct FfnConfig {
   int64_t shared_width = 0;       // MoE: shared expert width (0 = none)
   int64_t routing_neurons = 0;    // UoE r (0 = round(D / n))
   int64_t d_low = 0;              // AoE rank of the factorised gate (0 = round(d / 3))
-  std::string score = "swiglu";          // UoE: swiglu | gate_silu | gate
-  std::string weights = "topk_softmax";  // UoE/AoE: topk_softmax | full_softmax
-  std::string combine = "vse";           // UoE: vse | full_expert
-  std::string routing = "topk";          // UoE: topk | topp
-  double top_p = 0.5;                    // UoE routing = topp threshold
-  double aux_loss = 0.0;                 // load-balance loss weight α
-  double z_loss = 0.0;                   // MoE router z-loss weight
+  ScoreSource score = ScoreSource::SwiGLU;
+  ops::RouteWeights weights = ops::RouteWeights::TopKSoftmax;  // UoE, AoE
+  Combine combine = Combine::Vse;
+  Routing routing = Routing::TopK;
+  double top_p = 0.5;     // UoE routing = topp threshold
+  double aux_loss = 0.0;  // load-balance loss weight α
+  double z_loss = 0.0;    // MoE router z-loss weight
 };
 
 struct ModelConfig {
@@ -48,7 +55,11 @@ inline constexpr int64_t kMaxContext = int64_t(1) << 20;  // 1,048,576 tokens
 inline constexpr int64_t kMaxExperts = int64_t(1) << 16;
 
 const char* ffn_kind_name(FfnKind k);
-FfnKind ffn_kind_from_name(const std::string& s);
+// The JSON names: swiglu | gate_silu | gate, topk_softmax | full_softmax, vse | full_expert, topk | topp.
+const char* switch_name(ScoreSource s);
+const char* switch_name(ops::RouteWeights w);
+const char* switch_name(Combine c);
+const char* switch_name(Routing r);
 json::Value to_json(const ModelConfig& c);
 // Missing fields keep their defaults; unknown fields, values of the wrong type and values out of bounds are
 // errors naming `source` and the field.

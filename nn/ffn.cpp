@@ -17,13 +17,6 @@ std::shared_ptr<Ffn> make_ffn(const ModelConfig& c, double out_std) {
   return nullptr;
 }
 
-FfnStats routing_stats(const Tensor& probs, const ops::Route& route) {
-  FfnStats s;
-  s.probs = probs.detach();
-  s.indices = route.indices;
-  return s;
-}
-
 RoutingSummary FfnStats::routing() const {
   UOE_CHECK(routed(), "[FfnStats::routing] a dense FFN routes nothing");
   NoGradGuard no_grad;
@@ -42,8 +35,21 @@ RoutingSummary FfnStats::routing() const {
   return s;
 }
 
-void Ffn::keep_trace(const Tensor& x, const Tensor& scores, const ops::Route& route) {
-  trace = {x.detach(), scores.detach(), {route.indices, route.weights.detach()}};
+Tensor add_loss(const Tensor& total, const Tensor& term) { return total.defined() ? total + term : term; }
+
+Ffn::Routed Ffn::route_tokens(const Tensor& x, const Tensor& scores, const FfnConfig& cfg) {
+  Routed out;
+  out.route = cfg.routing == Routing::TopP ? ops::topp_route(scores, cfg.top_p, cfg.n_experts, cfg.weights)
+                                           : ops::topk_route(scores, cfg.top_k, cfg.weights);
+  const Tensor probs = ops::softmax(scores, -1);  // P [T, n]
+  stats = {probs.detach(), out.route.indices};
+  if (cfg.aux_loss > 0) out.aux = ops::load_balance_loss(probs, out.route.indices) * cfg.aux_loss;
+  if (cfg.routing == Routing::TopP) {
+    const Tensor entropy = -ops::mean(ops::sum(probs * ops::log_softmax(scores, -1), {-1}));
+    out.aux = add_loss(out.aux, entropy * 1e-4);
+  }
+  if (record) trace = {x.detach(), scores.detach(), {out.route.indices, out.route.weights.detach()}};
+  return out;
 }
 
 void Ffn::shard_experts(Communicator& group) {
@@ -88,9 +94,9 @@ DenseFfn::DenseFfn(int64_t d, int64_t hidden, double out_std) {
   mlp = register_module("mlp", std::make_shared<SwiGLU>(d, hidden, out_std));
 }
 
-Tensor DenseFfn::forward(const Tensor& x) {
+FfnOut DenseFfn::forward(const Tensor& x) {
   stats = {};
-  return mlp->forward(x);
+  return {mlp->forward(x), Tensor()};
 }
 
 }  // namespace uoe::nn

@@ -16,12 +16,20 @@ struct RoutingSummary {
   double balance = 0;        // n Σ_i f_i P_i (P_i the mean probability of expert i): 1.0 means perfectly balanced
 };
 
-// What one forward pass of an FFN layer reports besides its output. The routing statistics are computed when
-// read (two copies to the host), so that a training step on a GPU never waits for them.
+// What an FFN's forward returns.
+struct FfnOut {
+  Tensor y;    // [T, d]
+  Tensor aux;  // scalar auxiliary loss, added to the training loss (undefined when none)
+};
+
+// total + term, or term alone while total is undefined: auxiliary losses summed in the order they arise.
+Tensor add_loss(const Tensor& total, const Tensor& term);
+
+// How the last forward of an FFN layer routed (detached, no graph). The routing statistics are computed when read
+// (two copies to the host), so that a training step on a GPU never waits for them.
 struct FfnStats {
-  Tensor aux_loss;  // scalar added to the training loss (undefined when none)
-  Tensor probs;     // [T, n] routing probabilities (detached); undefined for a dense FFN
-  Tensor indices;   // [T, K] the experts each token went to (-1 = empty slot); undefined for a dense FFN
+  Tensor probs;    // [T, n] routing probabilities; undefined for a dense FFN
+  Tensor indices;  // [T, K] the experts each token went to (-1 = empty slot); undefined for a dense FFN
   bool routed() const { return indices.defined(); }
   RoutingSummary routing() const;
 };
@@ -41,7 +49,7 @@ struct ExpertWeights {
 
 class Ffn : public Module {
  public:
-  virtual Tensor forward(const Tensor& x) = 0;  // x: [T, d] -> [T, d]; updates `stats` (and `trace`)
+  virtual FfnOut forward(const Tensor& x) = 0;  // x: [T, d] -> y [T, d] and aux; updates `stats` (and `trace`)
   FfnStats stats;
   bool record = false;  // keep `trace` of every forward (expert kinds only)
   RoutingTrace trace;
@@ -54,7 +62,14 @@ class Ffn : public Module {
   virtual ExpertWeights* experts() { return nullptr; }
 
  protected:
-  void keep_trace(const Tensor& x, const Tensor& scores, const ops::Route& route);
+  // The routing tail the expert kinds share: tokens to experts by their scores [T, n] (top-k, or top-p; weights by
+  // cfg.weights), the routing statistics (`stats`, `trace`) and the auxiliary loss on P = softmax(scores): load
+  // balance times cfg.aux_loss, plus top-p's entropy regulariser 1e-4 (undefined when neither). x: [T, d].
+  struct Routed {
+    ops::Route route;
+    Tensor aux;
+  };
+  Routed route_tokens(const Tensor& x, const Tensor& scores, const FfnConfig& cfg);
   // All n experts' routing parts, W_gate[:, :, :r], W_up[:, :, :r], W_down[:, :r, :], from weights `w` in the
   // compute dtype: slices of w, or gathered from the ranks of the expert group (gradients flow to the owners).
   ExpertWeights routing_parts(const ExpertWeights& w, int64_t r) const;
@@ -72,25 +87,21 @@ std::shared_ptr<Ffn> make_ffn(const ModelConfig& c, double out_std);
 // Routers, scores and their softmax run in float32 (float64 stays float64, for gradient checks).
 inline DType router_dtype(DType x) { return x == DType::Float64 ? x : DType::Float32; }
 
-// The routing statistics of the expert kinds, read later (FfnStats::load, balance): probs [T, n] and the route.
-FfnStats routing_stats(const Tensor& probs, const ops::Route& route);
-
 class DenseFfn : public Ffn {
  public:
   DenseFfn(int64_t d, int64_t hidden, double out_std);
-  Tensor forward(const Tensor& x) override;
+  FfnOut forward(const Tensor& x) override;
   std::shared_ptr<SwiGLU> mlp;
 };
 
 ExpertWeights make_experts(Module& m, int64_t n, int64_t d_gate, int64_t d, int64_t D, double out_std);
-ops::RouteWeights weights_mode(const std::string& s);  // "topk_softmax" | "full_softmax"
 
 // Linear router (f32), top-K softmax over the selected logits, optional shared expert,
 // Switch load-balance loss and router z-loss, dropless experts.
 class MoeFfn : public Ffn {
  public:
   MoeFfn(const ModelConfig& c, double out_std);
-  Tensor forward(const Tensor& x) override;
+  FfnOut forward(const Tensor& x) override;
   FfnConfig cfg;
   Tensor router;  // [d, n]
   ExpertWeights w;
@@ -103,7 +114,7 @@ class MoeFfn : public Ffn {
 class AoeFfn : public Ffn {
  public:
   AoeFfn(const ModelConfig& c, double out_std);
-  Tensor forward(const Tensor& x) override;
+  FfnOut forward(const Tensor& x) override;
   FfnConfig cfg;
   Tensor gate_down;  // [d, n * d_low]: all experts' W_down side by side
   ExpertWeights w;   // w.gate: [n, d_low, D] (the W_up of the factorised gate)
@@ -116,7 +127,7 @@ class AoeFfn : public Ffn {
 class UoeFfn : public Ffn {
  public:
   UoeFfn(const ModelConfig& c, double out_std);
-  Tensor forward(const Tensor& x) override;
+  FfnOut forward(const Tensor& x) override;
   FfnConfig cfg;
   ExpertWeights w;  // [n, d, D], [n, d, D], [n, D, d]
   ExpertWeights* experts() override { return &w; }
@@ -133,8 +144,8 @@ struct RoutingActivations {
   Tensor h;       // [T, n·r] H = a ⊙ (x Ŵ_p^R)
   Tensor source;  // the one of h, a, g the score is the group norm of (FfnConfig::score)
 };
-// x: [T, d]; w_gate, w_up: [n, d, D >= r] (only [0, r) is read); score: swiglu | gate_silu | gate.
+// x: [T, d]; w_gate, w_up: [n, d, D >= r] (only [0, r) is read).
 RoutingActivations routing_activations(const Tensor& x, const Tensor& w_gate, const Tensor& w_up, int64_t r,
-                                       const std::string& score);
+                                       ScoreSource score);
 
 }  // namespace uoe::nn

@@ -27,19 +27,14 @@ Tensor Module::register_parameter(const std::string& name, Tensor t) {
   return p;
 }
 
-Tensor Module::register_buffer(const std::string& name, Tensor t) {
-  buffers_.emplace_back(name, t.detach());
-  return buffers_.back().second;
-}
-
-void Module::collect(const std::string& prefix, NamedTensors& out, bool buffers) const {
-  for (const auto& [name, t] : buffers ? buffers_ : params_) out.emplace_back(prefix + name, t);
-  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out, buffers);
+void Module::collect(const std::string& prefix, NamedTensors& out) const {
+  for (const auto& [name, t] : params_) out.emplace_back(prefix + name, t);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out);
 }
 
 NamedTensors Module::named_parameters() const {
   NamedTensors out;
-  collect("", out, false);
+  collect("", out);
   return out;
 }
 
@@ -49,16 +44,9 @@ std::vector<Tensor> Module::parameters() const {
   return out;
 }
 
-NamedTensors Module::named_buffers() const {
-  NamedTensors out;
-  collect("", out, true);
-  return out;
-}
-
 std::map<std::string, Tensor> Module::state_dict() const {
   std::map<std::string, Tensor> out;
   for (auto& [name, t] : named_parameters()) out[name] = t;
-  for (auto& [name, t] : named_buffers()) out[name] = t;
   return out;
 }
 
@@ -98,8 +86,7 @@ void Module::train(bool on) {
 
 void Module::to(Device device) {
   NoGradGuard no_grad;
-  for (auto* list : {&params_, &buffers_})
-    for (auto& [name, t] : *list) replace_data(t, t.to(device));
+  for (auto& [name, t] : params_) replace_data(t, t.to(device));
   for (auto& [name, child] : children_) child->to(device);
 }
 

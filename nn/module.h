@@ -1,4 +1,4 @@
-// Module: named parameters, buffers and submodules with stable dotted names; train/eval; state dicts; device moves.
+// Module: named parameters and submodules with stable dotted names; train/eval; state dicts; device moves.
 #pragma once
 #include <map>
 #include <memory>
@@ -19,8 +19,7 @@ class Module {
   // Depth-first, in registration order: "blocks.0.attn.wq.weight", ...
   NamedTensors named_parameters() const;
   std::vector<Tensor> parameters() const;
-  NamedTensors named_buffers() const;
-  // Parameters and buffers by dotted name.
+  // Parameters by dotted name.
   std::map<std::string, Tensor> state_dict() const;
   // Copies values into the module's tensors (cast to their dtype); shapes must match, a floating-point tensor takes
   // only floating-point values; strict: the key sets must match. Errors name `source` (the file) when given.
@@ -30,7 +29,7 @@ class Module {
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
-  // Moves (or casts) every parameter and buffer in place: handles held by layers stay valid.
+  // Moves (or casts) every parameter in place: handles held by layers stay valid.
   void to(Device device);
   void to(DType dtype);
   void zero_grad();
@@ -40,7 +39,6 @@ class Module {
 
   // Registers `t` (made a leaf that requires grad) under `name` and returns the handle to keep.
   Tensor register_parameter(const std::string& name, Tensor t);
-  Tensor register_buffer(const std::string& name, Tensor t);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     children_.emplace_back(name, m);
@@ -48,8 +46,8 @@ class Module {
   }
 
  private:
-  void collect(const std::string& prefix, NamedTensors& out, bool buffers) const;
-  NamedTensors params_, buffers_;
+  void collect(const std::string& prefix, NamedTensors& out) const;
+  NamedTensors params_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };

@@ -18,13 +18,13 @@ Block::Block(const ModelConfig& c, double out_std) {
   ffn = register_module("ffn", make_ffn(c, out_std));
 }
 
-Tensor Block::forward(const Tensor& x, std::optional<DType> compute, KvLayer* cache, int64_t pos) {
+FfnOut Block::forward(const Tensor& x, std::optional<DType> compute, KvLayer* cache, int64_t pos) {
   const int64_t B = x.size(0), T = x.size(1), d = x.size(2);
   // Norms and the residual stream in x's dtype; attention and the FFN in the compute dtype.
   auto in = [&](const Tensor& t) { return compute ? t.to(*compute) : t; };
   const Tensor h = x + attn->forward(in(attn_norm->forward(x)), cache, pos).to(x.dtype());  // [B, T, d]
-  const Tensor f = ffn->forward(in(ffn_norm->forward(h)).reshape({B * T, d}));             // [B·T, d]
-  return h + f.view({B, T, d}).to(x.dtype());
+  const FfnOut f = ffn->forward(in(ffn_norm->forward(h)).reshape({B * T, d}));             // y [B·T, d]
+  return {h + f.y.view({B, T, d}).to(x.dtype()), f.aux};
 }
 
 LanguageModel::LanguageModel(const ModelConfig& c) : config(c) {
@@ -38,7 +38,7 @@ LanguageModel::LanguageModel(const ModelConfig& c) : config(c) {
   if (!c.tied_embeddings) head = register_module("head", std::make_shared<Linear>(c.d_model, c.vocab_size));
 }
 
-Tensor LanguageModel::forward(const Tensor& ids, KvCache* cache) {
+LanguageModel::Output LanguageModel::run(const Tensor& ids, KvCache* cache) {
   UOE_CHECK(ids.dim() == 2 && ids.size(1) <= config.context, "[model] ids must be [B, T] with T <= context ",
             config.context, ", got ", shape_str(ids.shape()));
   UOE_CHECK(!cache || (!autograd::grad_enabled() && cache->layers.size() == blocks.size()),
@@ -47,14 +47,19 @@ Tensor LanguageModel::forward(const Tensor& ids, KvCache* cache) {
   // [B, T, d]: the residual stream in the parameters' dtype, but float32 when they are stored in bfloat16
   Tensor x = embed->forward(ids);
   if (is_reduced_float(x.dtype())) x = x.to(DType::Float32);
+  Output out;
   for (size_t i = 0; i < blocks.size(); ++i) {
-    if (cache) x = blocks[i]->forward(x, compute_dtype, &cache->layers[i], pos);
-    else x = checkpoint_activations ? checkpointed(*blocks[i], x) : blocks[i]->forward(x, compute_dtype);
+    FfnOut b;
+    if (cache) b = blocks[i]->forward(x, compute_dtype, &cache->layers[i], pos);
+    else b = checkpoint_activations ? checkpointed(*blocks[i], x) : blocks[i]->forward(x, compute_dtype);
+    x = b.y;
+    if (b.aux.defined()) out.aux.push_back(b.aux);
   }
   if (cache) cache->length += ids.size(1);
   x = final_norm->forward(x);
   if (compute_dtype) x = x.to(*compute_dtype);
-  return head ? head->forward(x) : ops::matmul(x, embed->weight.to(x.dtype()).mT());  // [B, T, vocab]
+  out.logits = head ? head->forward(x) : ops::matmul(x, embed->weight.to(x.dtype()).mT());  // [B, T, vocab]
+  return out;
 }
 
 KvCache LanguageModel::new_cache() const {
@@ -63,35 +68,25 @@ KvCache LanguageModel::new_cache() const {
   return cache;
 }
 
-Tensor LanguageModel::checkpointed(Block& block, const Tensor& x) const {
+FfnOut LanguageModel::checkpointed(Block& block, const Tensor& x) const {
   // The block's output and its auxiliary loss (when it has one) leave the checkpoint together, so the loss's
-  // gradient reaches the router through the recomputation too. The loss leaves only that way: the recomputation
-  // in backward must not leave its graph (and with it the block's input and gradient) in FfnStats; it puts back
-  // the forward's loss (set below) as a value, without the packed output buffer it is a view of, so that after
-  // backward FfnStats holds the loss as it does without checkpointing.
+  // gradient reaches the router through the recomputation too.
   const std::optional<DType> compute = compute_dtype;
   const std::vector<Tensor> out = checkpoint(
       [&block, compute](const Tensor& in) {
-        Tensor& aux = block.ffn->stats.aux_loss;
-        const Tensor forward_aux = aux.defined() ? aux.detach().clone() : Tensor();
-        std::vector<Tensor> o = {block.forward(in, compute)};
-        if (aux.defined()) {
-          o.push_back(aux.to(o[0].dtype()));
-          aux = forward_aux;
-        }
-        return o;
+        const FfnOut o = block.forward(in, compute);
+        if (!o.aux.defined()) return std::vector<Tensor>{o.y};
+        return std::vector<Tensor>{o.y, o.aux.to(o.y.dtype())};
       },
       x);
-  if (out.size() > 1) block.ffn->stats.aux_loss = out[1];
-  return out[0];
+  return {out[0], out.size() > 1 ? out[1] : Tensor()};
 }
 
 Tensor LanguageModel::loss(const Tensor& ids, const Tensor& targets) {
-  const Tensor logits = forward(ids);              // [B, T, vocab] in the compute dtype
-  last_ce = ops::cross_entropy(logits, targets);  // float32 whatever the compute dtype
+  const Output out = run(ids, nullptr);                // logits [B, T, vocab] in the compute dtype
+  last_ce = ops::cross_entropy(out.logits, targets);  // float32 whatever the compute dtype
   Tensor total = last_ce;
-  for (auto& b : blocks)
-    if (b->ffn->stats.aux_loss.defined()) total = total + b->ffn->stats.aux_loss;
+  for (const Tensor& aux : out.aux) total = total + aux;
   return total;
 }
 

@@ -13,9 +13,9 @@ namespace uoe::nn {
 class Block : public Module {
  public:
   Block(const ModelConfig& c, double out_std);
-  // x: [B, T, d] -> [B, T, d]; attention and FFN run in `compute` (e.g. bfloat16) when set. With a cache: the
-  // tokens at positions [pos, pos + T) (CausalSelfAttention::forward).
-  Tensor forward(const Tensor& x, std::optional<DType> compute = std::nullopt, KvLayer* cache = nullptr,
+  // x: [B, T, d] -> y [B, T, d] and the FFN's auxiliary loss; attention and FFN run in `compute` (e.g. bfloat16)
+  // when set. With a cache: the tokens at positions [pos, pos + T) (CausalSelfAttention::forward).
+  FfnOut forward(const Tensor& x, std::optional<DType> compute = std::nullopt, KvLayer* cache = nullptr,
                  int64_t pos = 0);
   std::shared_ptr<RMSNorm> attn_norm, ffn_norm;
   std::shared_ptr<CausalSelfAttention> attn;
@@ -35,7 +35,7 @@ class LanguageModel : public Module {
   explicit LanguageModel(const ModelConfig& c);
   // ids: [B, T] int -> logits [B, T, vocab]. With a cache (inference, no gradients): ids follow the cached tokens,
   // the whole prompt into an empty cache or one token at a time.
-  Tensor forward(const Tensor& ids, KvCache* cache = nullptr);
+  Tensor forward(const Tensor& ids, KvCache* cache = nullptr) { return run(ids, cache).logits; }
   KvCache new_cache() const;  // empty, for up to config.context tokens
   // Mixed precision: attention, FFNs and the head (and the weights as each layer uses them) compute in this
   // dtype, e.g. bfloat16, while the parameters, norms, residual stream, router and loss stay float32.
@@ -57,7 +57,12 @@ class LanguageModel : public Module {
   std::shared_ptr<Linear> head;  // null when tied to the embedding
 
  private:
-  Tensor checkpointed(Block& block, const Tensor& x) const;
+  struct Output {
+    Tensor logits;            // [B, T, vocab]
+    std::vector<Tensor> aux;  // the layers' auxiliary losses, in layer order (the defined ones)
+  };
+  Output run(const Tensor& ids, KvCache* cache);
+  FfnOut checkpointed(Block& block, const Tensor& x) const;
 };
 
 }  // namespace uoe::nn

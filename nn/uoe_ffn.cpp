@@ -23,7 +23,7 @@ Tensor unselected_mask(const Tensor& indices, int64_t n, int64_t r, DType dtype)
 }  // namespace
 
 RoutingActivations routing_activations(const Tensor& x, const Tensor& w_gate, const Tensor& w_up, int64_t r,
-                                       const std::string& score) {
+                                       ScoreSource score) {
   const int64_t d = x.size(1), n = w_gate.size(0);
   // Stack the routing parts [0, r) of all experts, in the compute dtype: Ŵ_g^R, Ŵ_p^R [d, n·r]
   const Tensor wg_r = w_gate.narrow(2, 0, r).permute({1, 0, 2}).reshape({d, n * r}).to(x.dtype());
@@ -32,7 +32,11 @@ RoutingActivations routing_activations(const Tensor& x, const Tensor& w_gate, co
   act.g = ops::matmul(x, wg_r);
   act.a = ops::silu(act.g);
   act.h = act.a * ops::matmul(x, wp_r);
-  act.source = score == "swiglu" ? act.h : score == "gate_silu" ? act.a : act.g;
+  switch (score) {
+    case ScoreSource::SwiGLU: act.source = act.h; break;
+    case ScoreSource::GateSilu: act.source = act.a; break;
+    case ScoreSource::Gate: act.source = act.g; break;
+  }
   return act;
 }
 
@@ -40,7 +44,7 @@ UoeFfn::UoeFfn(const ModelConfig& c, double out_std) : cfg(c.ffn) {
   w = make_experts(*this, cfg.n_experts, c.d_model, c.d_model, cfg.expert_width, out_std);
 }
 
-Tensor UoeFfn::forward(const Tensor& x) {
+FfnOut UoeFfn::forward(const Tensor& x) {
   const int64_t d = x.size(1), n = cfg.n_experts, r = cfg.routing_neurons, D = cfg.expert_width;
   // The expert weights in the compute dtype, cast once (no-ops when they already are): this rank's experts (all of
   // them without expert parallelism), and every expert's routing part [n, d, r], [n, d, r], [n, r, d]
@@ -62,12 +66,11 @@ Tensor UoeFfn::forward(const Tensor& x) {
   const Tensor wo_r = routing.down.reshape({n * r, d});  // Ŵ_o^R [n·r, d]
   // Routing score: L2 norm of each expert's r activations (in float32)   [T, n]
   const Tensor s = ops::group_l2norm(source.to(router_dtype(x.dtype())), n);
-  const ops::RouteWeights mode = weights_mode(cfg.weights);
-  const ops::Route route =
-      cfg.routing == "topp" ? ops::topp_route(s, cfg.top_p, n, mode) : ops::topk_route(s, cfg.top_k, mode);
+  const Routed routed = route_tokens(x, s, cfg);
+  const ops::Route& route = routed.route;
   const Tensor weights = route.weights.to(dt);
   Tensor y;
-  if (cfg.combine == "vse") {
+  if (cfg.combine == Combine::Vse) {
     // y = VSE + Σ_{i∈I} w_i · E_i restricted to neurons [r, D)
     y = ops::matmul(h, wo_r) + run_experts(x, route.indices, weights, experts, r, D);
   } else {
@@ -76,15 +79,7 @@ Tensor UoeFfn::forward(const Tensor& x) {
     const Tensor unselected = unselected_mask(route.indices, n, r, x.dtype());  // [T, n·r]
     y = ops::matmul(h * unselected, wo_r) + run_experts(x, route.indices, weights, experts, 0, D);
   }
-  const Tensor probs = ops::softmax(s, -1);
-  stats = routing_stats(probs, route);
-  if (cfg.aux_loss > 0) stats.aux_loss = ops::load_balance_loss(probs, route.indices) * cfg.aux_loss;
-  if (cfg.routing == "topp") {  // entropy regulariser 1e-4 on P = softmax(s)
-    const Tensor entropy = -ops::mean(ops::sum(probs * ops::log_softmax(s, -1), {-1}));
-    stats.aux_loss = stats.aux_loss.defined() ? stats.aux_loss + entropy * 1e-4 : entropy * 1e-4;
-  }
-  if (record) keep_trace(x, s, route);
-  return y;
+  return {y, routed.aux};
 }
 
 }  // namespace uoe::nn

@@ -60,8 +60,8 @@ int cmd_graph(const std::vector<std::string>& argv) {
   nn::Block& block = *model.blocks[size_t(layer)];
   // One block on a random input x [1, T, d]; loss = mean of its output (+ the FFN's auxiliary loss).
   const Tensor x = randn({1, T, config.d_model});
-  Tensor loss = ops::mean(block.forward(x));
-  if (block.ffn->stats.aux_loss.defined()) loss = loss + block.ffn->stats.aux_loss;
+  const nn::FfnOut block_out = block.forward(x);
+  const Tensor loss = block_out.aux.defined() ? ops::mean(block_out.y) + block_out.aux : ops::mean(block_out.y);
 
   autograd::DotOptions options;
   options.leaf_names = model.named_parameters();
@@ -69,7 +69,7 @@ int cmd_graph(const std::vector<std::string>& argv) {
   options.highlight_caption = "Mixture-of-Experts op";
   options.title = config.name + ": block " + std::to_string(layer) + " (" + nn::ffn_kind_name(config.ffn.kind) +
                   " FFN), input [1, " + std::to_string(T) + ", " + std::to_string(config.d_model) +
-                  "], loss = mean(output)" + (block.ffn->stats.aux_loss.defined() ? " + aux loss" : "");
+                  "], loss = mean(output)" + (block_out.aux.defined() ? " + aux loss" : "");
   write_file_atomic(out, autograd::to_dot(loss, options));
 
   if (std::system("command -v dot > /dev/null 2>&1") != 0) {

@@ -170,13 +170,13 @@ std::pair<Tensor, Tensor> cut_path(nn::UoeFfn& layer, const Tensor& x, const Ten
   GradHook zero = [](const Tensor& g) { return zeros_like(g); };
   (cut_score ? layer.score_grad_hook : layer.vse_grad_hook) = zero;
   layer.zero_grad();
-  ops::sum(layer.forward(x) * target).backward();
+  ops::sum(layer.forward(x).y * target).backward();
   (cut_score ? layer.score_grad_hook : layer.vse_grad_hook) = nullptr;
   const int64_t r = layer.cfg.routing_neurons;
   return {layer.w.gate.grad().narrow(2, 0, r), layer.w.up.grad().narrow(2, 0, r)};
 }
 
-class GradientPaths : public ::testing::TestWithParam<const char*> {};
+class GradientPaths : public ::testing::TestWithParam<nn::ScoreSource> {};
 
 TEST_P(GradientPaths, PartsSumToTheFullGradientAndEachEqualsTheOtherPathCut) {
   nn::ModelConfig c = diagonal_config(nn::FfnKind::UoE, 2);
@@ -191,7 +191,7 @@ TEST_P(GradientPaths, PartsSumToTheFullGradientAndEachEqualsTheOtherPathCut) {
   {
     GradientPathProbe probe(layer);
     layer.zero_grad();
-    ops::sum(layer.forward(x) * target).backward();
+    ops::sum(layer.forward(x).y * target).backward();
     s = probe.split();
   }
   EXPECT_FALSE(layer.vse_grad_hook || layer.score_grad_hook);  // the probe removed its hooks
@@ -212,17 +212,17 @@ TEST_P(GradientPaths, PartsSumToTheFullGradientAndEachEqualsTheOtherPathCut) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Scores, GradientPaths, ::testing::Values("swiglu", "gate_silu", "gate"));
+INSTANTIATE_TEST_SUITE_P(Scores, GradientPaths, ::testing::Values(nn::ScoreSource::SwiGLU, nn::ScoreSource::GateSilu, nn::ScoreSource::Gate));
 
 TEST(GradientPathsFullExpert, SelectedExpertsAreAThirdPath) {
   nn::ModelConfig c = diagonal_config(nn::FfnKind::UoE, 2);
   c.d_model = 8;
-  c.ffn.combine = "full_expert";
+  c.ffn.combine = nn::Combine::FullExpert;
   nn::UoeFfn layer(c, 0.3);
   layer.to(DType::Float64);
   GradientPathProbe probe(layer);
   layer.zero_grad();
-  ops::sum(layer.forward(random_double({9, 8}, 5)) * random_double({9, 8}, 6)).backward();
+  ops::sum(layer.forward(random_double({9, 8}, 5)).y * random_double({9, 8}, 6)).backward();
   const PathNorms p = path_norms(probe.split());
   double rest = 0;
   for (double v : p.rest) rest += v;

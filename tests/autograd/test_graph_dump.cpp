@@ -140,7 +140,7 @@ TEST(GraphDump, UnnamedLeavesAndConstantsKeepTheDefaultLabels) {
 TEST(GraphDump, UoeBlockNamesParametersAndHighlightsExpertOps) {
   manual_seed(0);
   nn::LanguageModel model(test::micro_config(nn::FfnKind::UoE));  // d = 32, 4 experts, D = 32, r = 8
-  const Tensor loss = ops::mean(model.blocks[0]->forward(randn({1, 8, 32})));
+  const Tensor loss = ops::mean(model.blocks[0]->forward(randn({1, 8, 32})).y);
   autograd::DotOptions options;
   options.leaf_names = model.named_parameters();
   options.highlight = {"expert_ffn", "group_l2norm"};

@@ -92,8 +92,8 @@ TEST_F(CudaTraining, RouterLossesSwitchesAndResumeOnTheGpu) {
   };
   {
     ModelConfig c = test::micro_config(FfnKind::UoE);
-    c.ffn.combine = "full_expert";
-    c.ffn.routing = "topp";
+    c.ffn.combine = Combine::FullExpert;
+    c.ffn.routing = Routing::TopP;
     c.ffn.aux_loss = 0.01;
     const TrainOptions o = options("uoe_full_expert_topp", 30);
     train(c, o, *data, *tok);
@@ -110,7 +110,7 @@ TEST_F(CudaTraining, RouterLossesSwitchesAndResumeOnTheGpu) {
   }
   {
     ModelConfig c = test::micro_config(FfnKind::AoE);
-    c.ffn.weights = "full_softmax";
+    c.ffn.weights = ops::RouteWeights::FullSoftmax;
     TrainOptions o = options("aoe_sgd_accum", 30);
     o.optimizer = "sgd";
     o.lr = 0.3;  // as the CPU's SGD test

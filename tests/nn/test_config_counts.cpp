@@ -25,7 +25,7 @@ TEST(ConfigCounts, ThreeBillionUoeMatchesTheHandCount) {
 
 TEST(ConfigCounts, FullExpertCombineRunsTheSelectedExpertsRoutingNeuronsAgain) {
   ModelConfig vse = load_model_config("tiny-uoe"), full = vse;
-  full.ffn.combine = "full_expert";
+  full.ffn.combine = Combine::FullExpert;
   const ModelCounts a = count_model(vse), b = count_model(full);
   const double extra = double(vse.n_layers) * 3 * double(vse.d_model) * double(vse.ffn.top_k) *
                        double(vse.ffn.routing_neurons);  // K experts x r neurons x 3 d weights, per layer
@@ -34,22 +34,67 @@ TEST(ConfigCounts, FullExpertCombineRunsTheSelectedExpertsRoutingNeuronsAgain) {
   EXPECT_DOUBLE_EQ(b.total, a.total);
 }
 
+// A small model whose ffn object is the JSON text `ffn`.
+json::Value with(const std::string& ffn) {
+  return json::parse("{\"name\": \"x\", \"d_model\": 64, \"n_layers\": 1, \"n_heads\": 4, \"ffn\": " + ffn + "}",
+                     "test");
+}
+
+// The configuration whose ffn object is `ffn` is refused with an error that contains `expected`.
+void expect_refused(const std::string& ffn, const std::string& source, const std::string& expected) {
+  expect_error([&] { model_config_from_json(with(ffn), source); }, {expected});
+}
+
 TEST(ConfigCounts, ConfigurationsThatCannotBuildAModelAreRefused) {
-  const auto with = [](const std::string& ffn) {
-    return json::parse("{\"name\": \"x\", \"d_model\": 64, \"n_layers\": 1, \"n_heads\": 4, \"ffn\": " + ffn + "}",
-                       "test");
-  };
-  expect_error([&] { model_config_from_json(with("{\"kind\": \"aoe\", \"expert_width\": 0}"), "aoe0.json"); },
-               {"[config] aoe0.json: ffn.expert_width is 0, expected 1 to 1048576"});
-  expect_error([&] { model_config_from_json(with("{\"kind\": \"dense\", \"hidden\": 0}"), "dense0.json"); },
-               {"[config] dense0.json: ffn.hidden is 0, expected 1 to 1048576"});
-  expect_error([&] { model_config_from_json(with("{\"kind\": \"moe\", \"n_experts\": 4, \"top_k\": 5}"), "k.json"); },
-               {"[config] k.json: ffn.top_k is 5, expected 1 to 4"});
+  expect_refused("{\"kind\": \"aoe\", \"expert_width\": 0}", "aoe0.json",
+                 "[config] aoe0.json: ffn.expert_width is 0, expected 1 to 1048576");
+  expect_refused("{\"kind\": \"dense\", \"hidden\": 0}", "dense0.json",
+                 "[config] dense0.json: ffn.hidden is 0, expected 1 to 1048576");
+  expect_refused("{\"kind\": \"moe\", \"n_experts\": 4, \"top_k\": 5}", "k.json",
+                 "[config] k.json: ffn.top_k is 5, expected 1 to 4");
   // A negative routing_neurons reached a [narrow] error deep in the model's construction.
-  expect_error([&] { model_config_from_json(with("{\"kind\": \"uoe\", \"routing_neurons\": -1}"), "r.json"); },
-               {"[config] r.json: ffn.routing_neurons (0: expert_width / n_experts) is -1, expected 0 to 511"});
-  expect_error([&] { model_config_from_json(with("{\"aux_loss\": -0.5}"), "aux.json"); },
-               {"[config] aux.json: ffn.aux_loss is -0.5, expected a finite number >= 0"});
+  expect_refused("{\"kind\": \"uoe\", \"routing_neurons\": -1}", "r.json",
+                 "[config] r.json: ffn.routing_neurons (0: expert_width / n_experts) is -1, expected 0 to 511");
+  expect_refused("{\"aux_loss\": -0.5}", "aux.json",
+                 "[config] aux.json: ffn.aux_loss is -0.5, expected a finite number >= 0");
+}
+
+// The switches are parsed once, into enums: an unknown name is refused with the valid ones listed, and so is a
+// switch the chosen kind ignores; the names written by earlier versions (every field, defaults included) still load.
+TEST(ConfigCounts, SwitchesAreParsedOnceAndOnlyWhereTheKindUsesThem) {
+  expect_refused("{\"score\": \"norm\"}", "s.json",
+                 "[config] s.json: ffn.score is 'norm', expected one of swiglu, gate_silu, gate");
+  expect_refused("{\"kind\": \"mlp\"}", "k.json",
+                 "[config] k.json: ffn.kind is 'mlp', expected one of dense, moe, aoe, uoe");
+  expect_refused("{\"weights\": 1}", "w.json",
+                 "[config] w.json: [json] key \"weights\": expected a string");
+  expect_refused("{\"kind\": \"dense\", \"routing\": \"topp\"}", "d.json",
+                 "[config] d.json: ffn.routing is 'topp', but ffn.kind dense ignores it (only uoe use it): leave it "
+                 "out or set 'topk'");
+  expect_refused("{\"kind\": \"moe\", \"weights\": \"full_softmax\"}", "m.json",
+                 "[config] m.json: ffn.weights is 'full_softmax', but ffn.kind moe ignores it (only aoe, uoe use it)");
+  ModelConfig aoe = load_model_config("tiny-aoe");
+  aoe.ffn.combine = Combine::FullExpert;
+  expect_error([&] { LanguageModel m(aoe); }, {"ffn.combine is 'full_expert', but ffn.kind aoe ignores it"});
+  // as an earlier version wrote them: every switch present, the ones the kind ignores at their defaults
+  const ModelConfig dense = model_config_from_json(
+      with("{\"kind\": \"dense\", \"score\": \"swiglu\", \"weights\": \"topk_softmax\", \"combine\": \"vse\", "
+           "\"routing\": \"topk\"}"),
+      "old.json");
+  EXPECT_EQ(dense.ffn.kind, FfnKind::Dense);
+  const ModelConfig uoe = model_config_from_json(
+      with("{\"score\": \"gate_silu\", \"weights\": \"full_softmax\", \"combine\": \"full_expert\", \"routing\": "
+           "\"topp\"}"),
+      "uoe.json");
+  EXPECT_EQ(uoe.ffn.score, ScoreSource::GateSilu);
+  EXPECT_EQ(uoe.ffn.weights, ops::RouteWeights::FullSoftmax);
+  EXPECT_EQ(uoe.ffn.combine, Combine::FullExpert);
+  EXPECT_EQ(uoe.ffn.routing, Routing::TopP);
+  const json::Value written = to_json(uoe).at("ffn");  // the same names back
+  EXPECT_EQ(written.at("score").as_string(), "gate_silu");
+  EXPECT_EQ(written.at("weights").as_string(), "full_softmax");
+  EXPECT_EQ(written.at("combine").as_string(), "full_expert");
+  EXPECT_EQ(written.at("routing").as_string(), "topp");
 }
 
 // Every size is bounded before a model is built: 10^9 layers were allocated one after another for minutes before

@@ -40,7 +40,7 @@ Tensor dense_weights(const Tensor& idx, const Tensor& weights, int64_t n) {
 std::pair<Tensor, Tensor> reference_route(const Tensor& s, const FfnConfig& f) {
   const int64_t T = s.size(0), n = s.size(1);
   const Tensor probs = ops::softmax(s, -1);
-  if (f.routing == "topp") {
+  if (f.routing == Routing::TopP) {
     // descending probabilities until the cumulative sum exceeds p
     const auto pv = probs.to_vector<double>();
     std::vector<int64_t> idx(size_t(T * n), -1);
@@ -58,11 +58,11 @@ std::pair<Tensor, Tensor> reference_route(const Tensor& s, const FfnConfig& f) {
     const Tensor I = from_vector(idx, {T, n});
     const Tensor safe = ops::where(ops::ge(I, ops::scalar_like(0, I)), I, ops::scalar_like(0, I));
     Tensor w = ops::where(ops::ge(I, ops::scalar_like(0, I)), ops::gather(probs, 1, safe), ops::scalar_like(0, probs));
-    if (f.weights == "topk_softmax") w = w / ops::sum(w, {1}, true);
+    if (f.weights == ops::RouteWeights::TopKSoftmax) w = w / ops::sum(w, {1}, true);
     return {I, w};
   }
   auto [vals, I] = ops::topk(s, f.top_k, 1);
-  const Tensor w = f.weights == "topk_softmax" ? ops::softmax(vals, -1) : ops::gather(probs, 1, I);
+  const Tensor w = f.weights == ops::RouteWeights::TopKSoftmax ? ops::softmax(vals, -1) : ops::gather(probs, 1, I);
   return {I, w};
 }
 
@@ -101,7 +101,7 @@ Tensor reference(Ffn& layer, const ModelConfig& c, const Tensor& x) {
   for (int64_t i = 0; i < n; ++i) {
     const Tensor g = ops::matmul(x, u->w.gate.select(0, i).narrow(1, 0, r));
     const Tensor a = ops::silu(g), h = a * ops::matmul(x, u->w.up.select(0, i).narrow(1, 0, r));
-    const Tensor& src = f.score == "swiglu" ? h : f.score == "gate_silu" ? a : g;
+    const Tensor& src = f.score == ScoreSource::SwiGLU ? h : f.score == ScoreSource::GateSilu ? a : g;
     norms.push_back(ops::sqrt(ops::sum(src * src, {1})));
   }
   const Tensor s = ops::stack(norms, 1);
@@ -112,7 +112,7 @@ Tensor reference(Ffn& layer, const ModelConfig& c, const Tensor& x) {
   for (int64_t i = 0; i < n; ++i) {
     const Tensor vse = expert(u->w, i, x, x, 0, r), rest = expert(u->w, i, x, x, r, D);
     const Tensor wi = wt.narrow(1, i, 1), si = sel.narrow(1, i, 1);
-    y = y + (f.combine == "vse" ? vse + rest * wi : (vse + rest) * wi + vse * (1.0 - si));
+    y = y + (f.combine == Combine::Vse ? vse + rest * wi : (vse + rest) * wi + vse * (1.0 - si));
   }
   return y;
 }
@@ -122,7 +122,7 @@ void expect_layer_matches_reference(const ModelConfig& c) {
   auto layer = make_ffn(c, 0.05);
   layer->to(DType::Float64);
   const Tensor x1 = random_double({9, c.d_model}, 5).requires_grad_(), x2 = x1.detach().clone().requires_grad_();
-  const Tensor y = layer->forward(x1);
+  const Tensor y = layer->forward(x1).y;
   const Tensor w = random_double(y.shape(), 6);
   ops::sum(y * w).backward();
   std::map<std::string, Tensor> fused;
@@ -132,8 +132,10 @@ void expect_layer_matches_reference(const ModelConfig& c) {
   }
   const Tensor yr = reference(*layer, c, x2);
   ops::sum(yr * w).backward();
-  const std::string what = std::string(ffn_kind_name(c.ffn.kind)) + " score=" + c.ffn.score + " weights=" +
-                           c.ffn.weights + " combine=" + c.ffn.combine + " routing=" + c.ffn.routing;
+  const FfnConfig& f = c.ffn;
+  const std::string what = std::string(ffn_kind_name(f.kind)) + " score=" + switch_name(f.score) + " weights=" +
+                           switch_name(f.weights) + " combine=" + switch_name(f.combine) + " routing=" +
+                           switch_name(f.routing);
   EXPECT_LT(testing::max_abs_diff(y, yr), 1e-10) << what << ": output";
   EXPECT_LT(testing::max_abs_diff(x1.grad(), x2.grad()), 1e-10) << what << ": grad of x";
   for (auto& [name, p] : layer->named_parameters()) {
@@ -145,7 +147,7 @@ void expect_layer_matches_reference(const ModelConfig& c) {
 TEST(FfnLayers, MoeEqualsPrimitiveOps) { expect_layer_matches_reference(small_config(FfnKind::MoE)); }
 
 TEST(FfnLayers, AoeEqualsPrimitiveOpsForEveryWeightMode) {
-  for (const char* weights : {"topk_softmax", "full_softmax"}) {
+  for (ops::RouteWeights weights : {ops::RouteWeights::TopKSoftmax, ops::RouteWeights::FullSoftmax}) {
     ModelConfig c = small_config(FfnKind::AoE);
     c.ffn.weights = weights;
     expect_layer_matches_reference(c);
@@ -153,10 +155,10 @@ TEST(FfnLayers, AoeEqualsPrimitiveOpsForEveryWeightMode) {
 }
 
 TEST(FfnLayers, UoeEqualsPrimitiveOpsForEverySwitch) {
-  for (const char* score : {"swiglu", "gate_silu", "gate"})
-    for (const char* weights : {"topk_softmax", "full_softmax"})
-      for (const char* combine : {"vse", "full_expert"})
-        for (const char* routing : {"topk", "topp"}) {
+  for (ScoreSource score : {ScoreSource::SwiGLU, ScoreSource::GateSilu, ScoreSource::Gate})
+    for (ops::RouteWeights weights : {ops::RouteWeights::TopKSoftmax, ops::RouteWeights::FullSoftmax})
+      for (Combine combine : {Combine::Vse, Combine::FullExpert})
+        for (Routing routing : {Routing::TopK, Routing::TopP}) {
           ModelConfig c = small_config(FfnKind::UoE);
           c.ffn.score = score;
           c.ffn.weights = weights;

@@ -151,21 +151,21 @@ TEST_F(MemoryEstimate, SwitchesThatChangeWhatIsKept) {
   moe.ffn.z_loss = 0.001;
   nn::ModelConfig aoe = small(FfnKind::AoE);
   aoe.name = "small-aoe-full-softmax";
-  aoe.ffn.weights = "full_softmax";
+  aoe.ffn.weights = ops::RouteWeights::FullSoftmax;
   aoe.ffn.aux_loss = 0.01;
   nn::ModelConfig full = small(FfnKind::UoE);
   full.name = "small-uoe-full-expert";
-  full.ffn.combine = "full_expert";
-  full.ffn.score = "gate_silu";
+  full.ffn.combine = nn::Combine::FullExpert;
+  full.ffn.score = nn::ScoreSource::GateSilu;
   nn::ModelConfig topp = small(FfnKind::UoE);
   topp.name = "small-uoe-topp";
-  topp.ffn.routing = "topp";
+  topp.ffn.routing = nn::Routing::TopP;
   topp.ffn.top_p = 0.6;
   nn::ModelConfig untied = small(FfnKind::UoE);
   untied.name = "small-uoe-untied";
   untied.tied_embeddings = false;
-  untied.ffn.score = "gate";
-  untied.ffn.weights = "full_softmax";
+  untied.ffn.score = nn::ScoreSource::Gate;
+  untied.ffn.weights = ops::RouteWeights::FullSoftmax;
   untied.ffn.aux_loss = 0.01;
   for (const nn::ModelConfig& c : {moe, aoe, full, topp, untied}) {
     expect_close(c, 4, 64);

@@ -143,7 +143,7 @@ class TrainingCliGuards : public ::testing::Test {
     std::ofstream(dir + "/micro.json") << to_json(c).dump(2);
     c.vocab_size = 300;  // padded past the byte tokenizer's 256 ids
     std::ofstream(dir + "/padded.json") << to_json(c).dump(2);
-    c.ffn.routing = "topp";
+    c.ffn.routing = Routing::TopP;
     std::ofstream(dir + "/topp.json") << to_json(c).dump(2);
   }
   std::string train(const std::string& flags, int* code) const {
@@ -196,7 +196,7 @@ TEST_F(TrainingCliGuards, AResumeKeepsTheRunsModelAndSeed) {
   EXPECT_NE(out.find("--seed (4 here, 0 in the checkpoint)"), std::string::npos) << out;
   out = train("--out " + dir + "/run --steps 3 --allow-change steps --resume", &code);  // no --config: the run's own
   ASSERT_EQ(code, 0) << out;
-  EXPECT_EQ(load_checkpoint(dir + "/run/checkpoint").config.ffn.routing, "topp");
+  EXPECT_EQ(load_checkpoint(dir + "/run/checkpoint").config.ffn.routing, Routing::TopP);
 }
 
 TEST_F(TrainingCliGuards, TokensOfAnotherVocabularyAreRefused) {

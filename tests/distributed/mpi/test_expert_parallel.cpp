@@ -31,7 +31,7 @@ Run run_layer(const nn::ModelConfig& c, Communicator* group, int64_t begin, int6
   Tensor x = x_all.narrow(0, begin, count).contiguous();
   x.requires_grad_(true);
   if (group && ffn->experts()) ffn->shard_experts(*group);
-  const Tensor y = ffn->forward(x);
+  const Tensor y = ffn->forward(x).y;
   ops::sum(y * probe.narrow(0, begin, count)).backward();
   return {y.detach(), x.grad(), ffn->named_parameters()};
 }
@@ -93,10 +93,10 @@ TEST(ExpertParallel, AoeEqualsOneProcess) { expect_ep_equals_one_process(micro_c
 TEST(ExpertParallel, UoeEqualsOneProcess) {
   nn::ModelConfig c = micro_config(nn::FfnKind::UoE);
   expect_ep_equals_one_process(c);  // virtual shared expert, top-k
-  c.ffn.combine = "full_expert";
+  c.ffn.combine = nn::Combine::FullExpert;
   expect_ep_equals_one_process(c);
-  c.ffn.combine = "vse";
-  c.ffn.routing = "topp";  // empty slots
+  c.ffn.combine = nn::Combine::Vse;
+  c.ffn.routing = nn::Routing::TopP;  // empty slots
   expect_ep_equals_one_process(c);
 }
 
