@@ -2,7 +2,7 @@
 # headers, the `uoe` program, a CMake package (find_package(uoe CONFIG) -> uoe::uoe) and a pkg-config file (uoe.pc).
 #
 # Headers keep the source tree's layout under <prefix>/include/uoe, and uoe::uoe (like `pkg-config --cflags uoe`)
-# puts <prefix>/include/uoe on the include path, so a program includes "ops/ops.h", "nn/model.h", ... exactly as the
+# puts <prefix>/include/uoe on the include path, so a program includes "ops/ops.h", "nn/transformer.h", ... exactly as the
 # library's own sources do, whether it uses the installed tree or add_subdirectory.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
