@@ -2,8 +2,8 @@
 # headers, the `uoe` program, a CMake package (find_package(uoe CONFIG) -> uoe::uoe) and a pkg-config file (uoe.pc).
 #
 # Headers keep the source tree's layout under <prefix>/include/uoe, and uoe::uoe (like `pkg-config --cflags uoe`)
-# puts <prefix>/include/uoe on the include path, so a program includes "ops/ops.h", "nn/transformer.h", ... exactly as the
-# library's own sources do, whether it uses the installed tree or add_subdirectory.
+# puts <prefix>/include/uoe on the include path, so a program includes "ops/ops.h", "nn/transformer.h", ... exactly
+# as the library's own sources do, whether it uses the installed tree or add_subdirectory.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -40,7 +40,8 @@ if(UOE_HAVE_CUDA)
   foreach(dir ${CUDAToolkit_INCLUDE_DIRS})
     string(APPEND UOE_PC_CFLAGS " -I${dir}")
   endforeach()
-  string(APPEND UOE_PC_LIBS " -L${CUDAToolkit_LIBRARY_DIR} -Wl,-rpath,${CUDAToolkit_LIBRARY_DIR} -lcublasLt -lcublas -lcudart")
+  string(APPEND UOE_PC_LIBS " -L${CUDAToolkit_LIBRARY_DIR} -Wl,-rpath,${CUDAToolkit_LIBRARY_DIR}"
+                            " -lcublasLt -lcublas -lcudart")
 endif()
 if(UOE_HAVE_MPI)
   string(APPEND UOE_PC_CFLAGS " -DUOE_WITH_MPI=1")
