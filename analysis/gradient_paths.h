@@ -1,4 +1,4 @@
-// The gradient paths into UoE's routing neurons (UOE.md). The routing activations H of a layer feed
+// The gradient paths into UoE's routing neurons (docs/UOE.md). The routing activations H of a layer feed
 //   the virtual shared expert  y_vse = H Ŵ_o^R                     (dL/dH through the layer output), and
 //   the routing scores         s_i = ‖H_i‖ → top-K → weights w_i   (dL/dH through the weights, plus any
 //                                                                    auxiliary loss on the scores).

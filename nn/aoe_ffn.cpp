@@ -1,4 +1,4 @@
-// Autonomy-of-Experts FFN (UOE.md): a factorised gate whose first factor ranks the experts.
+// Autonomy-of-Experts FFN (docs/UOE.md): a factorised gate whose first factor ranks the experts.
 #include "nn/ffn.h"
 #include "ops/ops.h"
 
@@ -7,7 +7,7 @@ namespace uoe::nn {
 AoeFfn::AoeFfn(const ModelConfig& c, double out_std) : cfg(c.ffn) {
   // Both gate factors are N(0, 0.02) like every other weight, so the product's pre-activation starts about
   // 0.02·√d_low times a MoE gate's and AoE's experts start quieter than the other kinds' (no rescaling is applied:
-  // UOE.md specifies none).
+  // docs/UOE.md specifies none).
   gate_down = register_parameter("gate_down", init_normal({c.d_model, cfg.n_experts * cfg.d_low}, 0.02));
   w = make_experts(*this, cfg.n_experts, cfg.d_low, c.d_model, cfg.expert_width, out_std);
 }

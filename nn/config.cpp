@@ -224,7 +224,7 @@ struct Family {
 };
 
 // tiny: a laptop CPU in minutes. small: GPT-2-small scale (~124M active parameters with the 50304 vocabulary).
-// 3b: the UoE paper group's 3B-class setup (UOE.md: 12 layers, d 1536, 16 heads, 64 experts of width 768, top-8;
+// 3b: the UoE paper group's 3B-class setup (docs/UOE.md: 12 layers, d 1536, 16 heads, 64 experts of width 768, top-8;
 // r = D / n). 1b: the same recipe at d 1024 with 32 experts of width 512, top-4.
 constexpr Family kFamilies[] = {
     {"tiny", 256, 256, 4, 4, 256, 8, 2, 512, 64},

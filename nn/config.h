@@ -1,4 +1,4 @@
-// Model configuration: the Transformer and the four FFN kinds with every UoE switch (see UOE.md), JSON round trip, presets.
+// Model configuration: the Transformer and the four FFN kinds with every UoE switch (docs/UOE.md), JSON round trip, presets.
 #pragma once
 #include <string>
 
@@ -9,7 +9,7 @@ namespace uoe::nn {
 
 enum class FfnKind { Dense, MoE, AoE, UoE };
 
-// The FFN switches of UOE.md. In JSON each value is its name (switch_name); a switch the chosen kind ignores must
+// The FFN switches of docs/UOE.md. In JSON each value is its name (switch_name); a switch the chosen kind ignores must
 // keep its default (first) value.
 enum class ScoreSource { SwiGLU, GateSilu, Gate };  // UoE: the L2 norm of H, silu(x Ŵ_g^R) or x Ŵ_g^R ranks experts
 enum class Combine { Vse, FullExpert };             // UoE: how selected experts' routing neurons enter the output
@@ -20,7 +20,7 @@ struct FfnConfig {
   int64_t hidden = 1024;          // dense: SwiGLU width
   int64_t n_experts = 8;          // n
   int64_t top_k = 2;              // K
-  int64_t expert_width = 512;     // D (the AoE presets use the width of MoE parameter parity, UOE.md's d_wide)
+  int64_t expert_width = 512;     // D (the AoE presets use the width of MoE parameter parity, docs/UOE.md's d_wide)
   int64_t shared_width = 0;       // MoE: shared expert width (0 = none)
   int64_t routing_neurons = 0;    // UoE r (0 = round(D / n))
   int64_t d_low = 0;              // AoE rank of the factorised gate (0 = round(d / 3))

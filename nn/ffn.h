@@ -123,7 +123,7 @@ class AoeFfn : public Ffn {
 
 // Union-of-Experts: routing neurons [0, r) of every expert run densely, their activation
 // norms select the experts, their outputs form the virtual shared expert; the selected
-// experts run neurons [r, D). Every switch of UOE.md.
+// experts run neurons [r, D). Every switch of docs/UOE.md.
 class UoeFfn : public Ffn {
  public:
   UoeFfn(const ModelConfig& c, double out_std);

@@ -1,4 +1,4 @@
-// Union-of-Experts FFN (UOE.md): routing neurons as routers, virtual shared expert, every switch.
+// Union-of-Experts FFN (docs/UOE.md): routing neurons as routers, virtual shared expert, every switch.
 #include "nn/ffn.h"
 #include "ops/ops.h"
 

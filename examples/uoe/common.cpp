@@ -1,5 +1,4 @@
 // Helpers shared by the subcommands: tokenizers from a spec, token files from text, thread count, precision flags.
-#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include "commands.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/threads.h"
 #include "cuda/cuda_api.h"
 #include "nn/checkpoint.h"
 #include "nn/preflight.h"
@@ -75,8 +75,8 @@ std::unique_ptr<nn::Tokenizer> make_tokenizer(const std::string& spec, const std
 }
 
 void set_threads(int64_t threads) {
-  UOE_CHECK(threads >= 0, "--threads must be >= 0 (0: every core), got ", threads);
-  if (threads > 0) omp_set_num_threads(int(threads));
+  UOE_CHECK(threads >= 0, "--threads must be >= 0 (0: OMP_NUM_THREADS or the idle cores), got ", threads);
+  set_cpu_threads(int(threads));
 }
 
 DType precision_flag(const Args& a, const std::string& flag, const std::string& meaning) {

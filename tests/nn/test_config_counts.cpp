@@ -1,5 +1,5 @@
 // Model configurations and their counts: the presets' parameters and FLOPs per token against counts made by
-// hand from UOE.md, what combine = full_expert costs, and configurations that cannot build a model.
+// hand from docs/UOE.md, what combine = full_expert costs, and configurations that cannot build a model.
 #include <gtest/gtest.h>
 
 #include "core/json.h"

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "core/allocator.h"
 #include "core/error.h"
@@ -24,29 +26,38 @@ using nn::FfnKind;
 constexpr double kTolerance = 0.10;  // |estimate - measured| / measured
 constexpr double kMiB = 1 << 20;
 
+// The compute dtype and activation checkpointing of each measured step.
+struct Variant {
+  DType compute;
+  bool checkpoint;
+};
+const std::vector<Variant> kVariants = {
+    {DType::Float32, false}, {DType::Float32, true}, {DType::BFloat16, false}, {DType::BFloat16, true}};
+
 class MemoryEstimate : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { data_ = test::micro_data(test::temp_dir("memory_estimate")); }
   static void TearDownTestSuite() { data_.reset(); }
 
   // The allocator's peak over one training step as nn::train runs it (batch, forward, backward, clipping,
-  // optimiser step), after a first step has created the optimiser state. The statistics are process-wide, so
-  // the bytes allocated before the model was built are not counted.
-  static double measured_peak(const nn::ModelConfig& c, const nn::MemoryOptions& o) {
+  // optimiser step), for each compute dtype and checkpointing choice in turn (kVariants), after a first step has
+  // created the optimiser state. One model serves every variant: building it and its first step cost more than the
+  // steps measured. The statistics are process-wide, so the bytes allocated before the model was built are not
+  // counted.
+  static std::vector<double> measured_peaks(const nn::ModelConfig& c, const nn::MemoryOptions& o) {
     Allocator& alloc = allocator_for(Device::cpu());
     const size_t before = alloc.stats().allocated;
     manual_seed(0);
     nn::LanguageModel model(c);
     model.to(o.storage);  // before the optimiser, as nn::train
-    if (o.compute != DType::Float32) model.compute_dtype = o.compute;
-    model.checkpoint_activations = o.checkpoint_activations;
     std::unique_ptr<nn::Optimizer> opt;
     if (o.optimizer == "sgd")
       opt = std::make_unique<nn::SGD>(model.named_parameters(), 0.9, 0.1);
     else
       opt = std::make_unique<nn::AdamW>(model.named_parameters(), nn::AdamWOptions{});
     const std::vector<Tensor> params = model.parameters();
-    auto step = [&](uint64_t i) {
+    uint64_t i = 0;
+    auto step = [&] {
       model.zero_grad();
       for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
         const nn::Batch b = data_->train_batch(0, i * uint64_t(o.grad_accum) + uint64_t(micro), o.batch, o.seq);
@@ -56,11 +67,18 @@ class MemoryEstimate : public ::testing::Test {
       }
       nn::clip_grad_norm(params, 1.0);
       opt->step(1e-3);
+      ++i;
     };
-    step(0);
-    alloc.reset_peak();
-    step(1);
-    return double(alloc.stats().peak - before);
+    step();
+    std::vector<double> peaks;
+    for (const Variant& v : kVariants) {
+      model.compute_dtype = v.compute == DType::Float32 ? std::nullopt : std::optional<DType>(v.compute);
+      model.checkpoint_activations = v.checkpoint;
+      alloc.reset_peak();
+      step();
+      peaks.push_back(double(alloc.stats().peak - before));
+    }
+    return peaks;
   }
 
   // Every compute dtype and checkpointing choice at batch x seq, parameters stored in `storage`: the estimate
@@ -68,33 +86,35 @@ class MemoryEstimate : public ::testing::Test {
   static void expect_close(const nn::ModelConfig& c, int64_t batch, int64_t seq,
                            const std::string& optimizer = "adamw", int64_t grad_accum = 1,
                            DType storage = DType::Float32) {
-    for (DType compute : {DType::Float32, DType::BFloat16})
-      for (bool checkpoint : {false, true}) {
-        nn::MemoryOptions o;
-        o.batch = batch;
-        o.seq = seq;
-        o.compute = compute;
-        o.storage = storage;
-        o.checkpoint_activations = checkpoint;
-        o.optimizer = optimizer;
-        o.grad_accum = grad_accum;
-        const double measured = measured_peak(c, o);
-        const nn::MemoryEstimate e = nn::estimate_training_memory(c, o);
-        const double error = (e.total - measured) / measured;
-        std::printf("%-26s %-5s B=%-2ld T=%-3ld GA=%ld %-8s %-4s %-8s estimate %8.3f MiB  measured %8.3f MiB  "
-                    "%+5.1f%%  (%s)\n",
-                    c.name.c_str(), optimizer.c_str(), long(batch), long(seq), long(grad_accum), dtype_name(compute),
-                    checkpoint ? "ckpt" : "", dtype_name(storage), e.total / kMiB, measured / kMiB, 100 * error,
-                    e.phase.c_str());
-        EXPECT_LT(std::abs(error), kTolerance)
-            << c.name << " batch " << batch << " seq " << seq << " grad_accum " << grad_accum << " "
-            << dtype_name(compute) << " compute, " << dtype_name(storage) << " parameters"
-            << (checkpoint ? " checkpointed" : "") << ": estimate " << e.total / kMiB << " MiB (parameters "
-            << e.parameters / kMiB << ", gradients " << e.gradients / kMiB << ", optimizer " << e.optimizer / kMiB
-            << ", activations " << e.activations / kMiB << ", weight copies " << e.weight_copies / kMiB
-            << ", transient " << e.transient / kMiB << ", during " << e.phase << "), measured " << measured / kMiB
-            << " MiB";
-      }
+    nn::MemoryOptions o;
+    o.batch = batch;
+    o.seq = seq;
+    o.storage = storage;
+    o.optimizer = optimizer;
+    o.grad_accum = grad_accum;
+    const std::vector<double> peaks = measured_peaks(c, o);
+    for (size_t k = 0; k < kVariants.size(); ++k) {
+      const DType compute = kVariants[k].compute;
+      const bool checkpoint = kVariants[k].checkpoint;
+      o.compute = compute;
+      o.checkpoint_activations = checkpoint;
+      const double measured = peaks[k];
+      const nn::MemoryEstimate e = nn::estimate_training_memory(c, o);
+      const double error = (e.total - measured) / measured;
+      std::printf("%-26s %-5s B=%-2ld T=%-3ld GA=%ld %-8s %-4s %-8s estimate %8.3f MiB  measured %8.3f MiB  "
+                  "%+5.1f%%  (%s)\n",
+                  c.name.c_str(), optimizer.c_str(), long(batch), long(seq), long(grad_accum), dtype_name(compute),
+                  checkpoint ? "ckpt" : "", dtype_name(storage), e.total / kMiB, measured / kMiB, 100 * error,
+                  e.phase.c_str());
+      EXPECT_LT(std::abs(error), kTolerance)
+          << c.name << " batch " << batch << " seq " << seq << " grad_accum " << grad_accum << " "
+          << dtype_name(compute) << " compute, " << dtype_name(storage) << " parameters"
+          << (checkpoint ? " checkpointed" : "") << ": estimate " << e.total / kMiB << " MiB (parameters "
+          << e.parameters / kMiB << ", gradients " << e.gradients / kMiB << ", optimizer " << e.optimizer / kMiB
+          << ", activations " << e.activations / kMiB << ", weight copies " << e.weight_copies / kMiB
+          << ", transient " << e.transient / kMiB << ", during " << e.phase << "), measured " << measured / kMiB
+          << " MiB";
+    }
   }
 
   static std::shared_ptr<nn::TokenDataset> data_;
