@@ -150,6 +150,7 @@ int cmd_compare(const Args& a) {
   for (size_t i = 0; i < runs.size(); ++i) {
     if (int64_t(active.size()) == jobs) reap_one();
     const Run& r = runs[i];
+    progress.end_line();
     std::printf("== %s seed %lu (%.1f min, %ld threads)\n", r.arch.c_str(), (unsigned long)r.seed, minutes,
                 long(threads / jobs));
     std::fflush(stdout);

@@ -63,8 +63,9 @@ Device device_flag(const Args& a);
 class TaskProgress {
  public:
   explicit TaskProgress(std::string what);
-  ~TaskProgress() { bar_.finish(); }
+  ~TaskProgress() { end_line(); }
   void update(int64_t done, int64_t total, const std::string& detail = "");
+  void end_line() { bar_.finish(); }  // before other output: the bar's line ends, the next update starts anew
   double elapsed_s() const;
 
  private:
