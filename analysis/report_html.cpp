@@ -180,7 +180,16 @@ std::string report_html(const AnalysisResult& r, const std::string& title) {
     random.push_back(l.full.random_overlap);
     rest_overlap.push_back(l.rest.overlap);
   }
-  o << "<h2>Summary</h2>\n";
+  // Table of contents: the summary, then each layer's figures.
+  o << "<nav id=\"contents\"><h2>Contents</h2>\n<ul>\n<li><a href=\"#summary\">Summary</a></li>\n";
+  for (size_t li = 0; li < r.layers.size(); ++li)
+    o << "<li><a href=\"#layer" << li << "\">Layer " << li << "</a>: <a href=\"#layer" << li << "-load\">load</a>, <a "
+      << "href=\"#layer" << li << "-scores\">scores</a>, <a href=\"#layer" << li << "-agreement\">score vs activation</a>"
+      << (r.layers[li].has_gradient_paths ? ", <a href=\"#layer" + std::to_string(li) + "-gradient-paths\">gradient "
+                                            "paths</a>" : "")
+      << ", <a href=\"#layer" << li << "-tokens\">tokens</a></li>\n";
+  o << "</ul></nav>\n";
+  o << "<h2 id=\"summary\">Summary</h2>\n";
   summary_table(o, r);
   figure(o, "summary-entropy",
          bar_chart_svg("Load and confidence entropy per layer", "layer", "normalised entropy", layers,

@@ -297,6 +297,7 @@ AnalysisResult analyze(nn::LanguageModel& model, const nn::TokenFile& data, int6
         const std::vector<int64_t> top = ffn.trace.route.indices.select(1, 0).to_vector<int64_t>();
         for (int64_t t = 0; t < rows * seq && int64_t(example[l].size()) < o.example_tokens; ++t) example[l].push_back(top[size_t(t)]);
       }
+      if (o.on_batch) o.on_batch(w0 + rows, n_windows);
     }
   }
   for (auto& b : model.blocks) b->ffn->record = false;

@@ -3,6 +3,7 @@
 // expert's full activation), the two gradient paths into UoE's routing neurons, and token → expert
 // examples. docs/METRICS.md defines every number.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ struct AnalysisOptions {
   int64_t gradient_windows = 4;        // windows of the batch whose gradient paths are measured
   int64_t example_tokens = 512;        // tokens shown coloured by their top expert
   int64_t bins = 40;                   // histogram bins
+  // Called after each forward batch with the windows done and the windows in all (a progress display); optional.
+  std::function<void(int64_t done, int64_t total)> on_batch;
 };
 
 // Agreement between a routing score and a per-expert reference (the expert's activation norm).

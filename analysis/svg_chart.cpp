@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <utility>
 
 #include "core/error.h"
 #include "core/utf8.h"
@@ -245,25 +246,26 @@ std::string escape_xml(const std::string& s) {
 
 std::string line_chart_svg(const std::string& title, const std::string& x_label, const std::string& y_label,
                            const std::vector<Series>& series) {
-  const Scale sx(extent_of(series, &Series::x), kLeft, kPlotRight);
+  // Both axes padded, so that the first and last points (a marker's whole circle) lie inside the frame.
+  const Scale sx = Scale(extent_of(series, &Series::x), kLeft, kPlotRight).padded(0.02, 0.02);
   const Scale sy = Scale(extent_of(series, &Series::y), kPlotBottom, kTop).padded(0.05, 0.05);
+  constexpr size_t kMarkedPoints = 12;  // a line of this many points or fewer marks each (few evaluations)
   std::ostringstream o;
   draw_frame(o, title, x_label, y_label, numeric_ticks(sx), numeric_ticks(sy));
   for (size_t s = 0; s < series.size(); ++s) {
-    std::string points, last_x, last_y;
-    size_t count = 0;
+    std::vector<std::pair<std::string, std::string>> xy;
+    std::string points;
     for_each_finite_point(series[s], [&](double x, double y) {
-      last_x = px(sx(x));
-      last_y = px(sy(y));
-      points += last_x + "," + last_y + " ";
-      ++count;
+      xy.emplace_back(px(sx(x)), px(sy(y)));
+      points += xy.back().first + "," + xy.back().second + " ";
     });
-    if (count > 0)
+    if (!xy.empty())
       o << "<polyline class=\"line\" fill=\"none\" stroke=\"" << palette_colour(s) << "\" stroke-width=\"2\" points=\""
         << points << "\"/>\n";
-    if (count == 1)  // a line of one point draws nothing: mark it (e.g. a validation loss measured once)
-      o << "<circle class=\"point\" cx=\"" << last_x << "\" cy=\"" << last_y << "\" r=\"3\" fill=\""
-        << palette_colour(s) << "\"/>\n";
+    if (xy.size() <= kMarkedPoints)  // a line of one point draws nothing, and a few points read better marked
+      for (const auto& [x, y] : xy)
+        o << "<circle class=\"point\" cx=\"" << x << "\" cy=\"" << y << "\" r=\"3\" fill=\"" << palette_colour(s)
+          << "\"/>\n";
   }
   draw_legend(o, series, Swatch::Line);
   return finish(o);

@@ -84,8 +84,10 @@ struct TrainResult {
 
 // Mean next-token cross-entropy (nats/token) over up to max_batches validation batches; with several ranks each
 // evaluates its rows (rank_rows) of every batch and the result is the mean over all of them.
+// on_batch (optional) is called after each batch with the batches done and the batches in all.
 double evaluate(LanguageModel& model, const TokenDataset& data, int64_t batch, int64_t seq, int64_t max_batches,
-                Communicator& comm = world());
+                Communicator& comm = world(),
+                const std::function<void(int64_t done, int64_t total)>& on_batch = nullptr);
 
 // Trains `config` on `data` (token ids from `tokenizer`), writing into options.out_dir.
 // With several ranks in `comm` (a run launched by mpirun) it trains data parallel: every rank builds the same

@@ -51,10 +51,21 @@ TEST(AnalyzeCli, UoeReportHasEveryChartAndConsistentData) {
   const std::string out = analyze(ckpt, dir + "/text.txt", dir + "/report", &code);
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("analysed 2048 tokens"), std::string::npos) << out;
+  EXPECT_NE(out.find("window 64/64"), std::string::npos) << "the progress of the forwards reaches its end: " << out;
 
   const std::string html = read(dir + "/report/report.html");
   const test::XmlCheck doc = test::check_xml(html);
   ASSERT_EQ(doc.error, "") << doc.error;
+  // A table of contents links the summary and every layer's figures, and each link has its target.
+  ASSERT_EQ(doc.find("nav", "id", "contents").size(), 1u);
+  EXPECT_EQ(doc.find("h2", "id", "summary").size(), 1u);
+  const std::vector<test::XmlElement> links = doc.find("a");
+  EXPECT_EQ(links.size(), 1u + 2u * 6u) << "summary, and per layer: the layer, load, scores, agreement, gradient "
+                                           "paths, tokens";
+  for (const test::XmlElement& link : links) {
+    const std::string target = link.attribute("href").substr(1);
+    EXPECT_EQ(doc.find("figure", "id", target).size() + doc.find("h2", "id", target).size(), 1u) << target;
+  }
   EXPECT_EQ(html.find("<script"), std::string::npos);
   EXPECT_EQ(html.find("src="), std::string::npos);  // no external resources
   std::vector<std::string> ids = {"summary-entropy", "summary-agreement"};

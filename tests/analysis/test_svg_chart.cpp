@@ -59,15 +59,28 @@ TEST(SvgChart, LineChartDrawsOneLinePerSeriesSkippingNonFinitePoints) {
   EXPECT_EQ(lines[1].attribute("stroke"), palette_colour(1));
 }
 
-TEST(SvgChart, LineChartMarksASeriesOfOnePoint) {
-  const std::vector<Series> series = {{"train", {1, 2, 3}, {3.2, 2.5, 1.7}}, {"val", {1, 3}, {kNaN, 2.1}}};
+TEST(SvgChart, LineChartMarksEveryPointOfAShortSeriesInsideTheFrame) {
+  // A run with few evaluations: each point is marked, and no marker is cut by the frame (x 80..550, y 40..385),
+  // the first and last points included. A long series is a line alone.
+  std::vector<double> long_x, long_y;
+  for (int i = 0; i < 20; ++i) long_x.push_back(i), long_y.push_back(3.0 - 0.05 * i);
+  const std::vector<Series> series = {
+      {"train", {1, 2, 3}, {3.2, 2.5, 1.7}}, {"val", {1, 3}, {kNaN, 2.1}}, {"long", long_x, long_y}};
   const XmlCheck c = checked(line_chart_svg("Loss", "step", "loss", series), "Loss");
   const auto lines = c.find("polyline", "class", "line");
   const auto dots = c.find("circle", "class", "point");
-  ASSERT_EQ(lines.size(), 2u);
-  ASSERT_EQ(dots.size(), 1u) << "only the one-point series gets a dot";
-  EXPECT_EQ(dots[0].attribute("fill"), palette_colour(1));
-  EXPECT_EQ(dots[0].attribute("cx") + "," + dots[0].attribute("cy") + " ", lines[1].attribute("points"));
+  ASSERT_EQ(lines.size(), 3u);
+  ASSERT_EQ(dots.size(), 4u) << "the 3 finite points of train and the one of val; none of the long series";
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(dots[i].attribute("fill"), palette_colour(0));
+  EXPECT_EQ(dots[3].attribute("fill"), palette_colour(1));
+  EXPECT_EQ(dots[3].attribute("cx") + "," + dots[3].attribute("cy") + " ", lines[1].attribute("points"));
+  for (const auto& d : dots) {
+    const double r = num(d, "r");
+    EXPECT_GE(num(d, "cx") - r, 80.0) << d.attribute("cx");
+    EXPECT_LE(num(d, "cx") + r, 550.0) << d.attribute("cx");
+    EXPECT_GE(num(d, "cy") - r, 40.0) << d.attribute("cy");
+    EXPECT_LE(num(d, "cy") + r, 385.0) << d.attribute("cy");
+  }
 }
 
 TEST(SvgChart, GroupedBarsAreOneRectPerFiniteValueWithHeightsProportional) {

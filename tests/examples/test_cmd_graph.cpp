@@ -42,6 +42,19 @@ TEST_F(GraphCli, WritesTheChosenBlockAsDotAndSvg) {
   }
 }
 
+TEST_F(GraphCli, OutputGoesUnderTheOutFolderWhichIsCreated) {
+  int code = 0;
+  std::string out = graph("--config " + dir + "/micro.json --out " + dir + "/new/deeper/block.dot", &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/new/deeper/block.dot")) << out;
+  out = graph("--config " + dir + "/micro.json --out " + dir + "/folder/", &code);  // a folder: graph.dot in it
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/folder/graph.dot")) << out;
+  out = graph("--config " + dir + "/micro.json --out " + dir + "/new", &code);  // an existing folder
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/new/graph.dot")) << out;
+}
+
 TEST_F(GraphCli, BadLayerOrPresetNamesTheFlag) {
   int code = 0;
   std::string out = graph("--config " + dir + "/micro.json --layer 2 --out " + dir + "/g.dot", &code);

@@ -58,5 +58,41 @@ TEST(Progress, TerminalBarIsRedrawnAndValidationTakesItsPlace) {
   EXPECT_EQ(text, bar1 + bar2 + padded + bar3 + "\n");
 }
 
+TEST(Progress, TheBarFollowsTheFractionGivenAndATimeLimitEndsTheLog) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  Progress bar(f, /*terminal=*/true);
+  bar.step(5, 1000, 2.0, 100, 0, 30, /*fraction=*/1.0);  // --minutes ended the run at step 5 of 1000
+  bar.finish();
+  EXPECT_EQ(contents(f), "\r[########################] step 5/1000 | loss 2.0000 | 100 tok/s | ETA 0:00   \n");
+  std::fclose(f);
+  f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  Progress log(f, /*terminal=*/false, /*log_interval_s=*/30);
+  log.step(1, 1000, 3.0, 100, 9, 1, 0.1);
+  log.step(5, 1000, 2.0, 100, 0, 10, 1.0);  // within the interval, but the run's last line
+  EXPECT_EQ(contents(f), "step 1/1000 | loss 3.0000 | 100 tok/s | elapsed 0:01 | ETA 0:09\n"
+                         "step 5/1000 | loss 2.0000 | 100 tok/s | elapsed 0:10 | ETA 0:00\n");
+  std::fclose(f);
+}
+
+TEST(Progress, ATaskShowsItsCountDetailAndEta) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  Progress p(f, /*terminal=*/true);
+  p.task("batch", 0, 4, 0);
+  p.task("batch", 1, 4, 10, "moe seed 0");
+  p.finish();
+  EXPECT_EQ(contents(f), "\r[........................] batch 0/4 | elapsed 0:00 | ETA ?   "
+                         "\r[######..................] batch 1/4 | moe seed 0 | elapsed 0:10 | ETA 0:30   \n");
+  std::fclose(f);
+  f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  Progress log(f, /*terminal=*/false, /*log_interval_s=*/30);
+  for (int done = 1; done <= 4; ++done) log.task("window", done, 4, double(done));
+  EXPECT_EQ(contents(f), "window 1/4 | elapsed 0:01 | ETA 0:03\nwindow 4/4 | elapsed 0:04 | ETA 0:00\n");
+  std::fclose(f);
+}
+
 }  // namespace
 }  // namespace uoe::nn

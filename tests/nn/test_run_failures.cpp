@@ -64,7 +64,7 @@ TEST_F(RunFailures, AMetricsWriteThatFailsStopsTheRunAfterSavingItsCheckpoint) {
   std::string msg = train("--out " + out + " --steps 3", &code);
   EXPECT_EQ(code, 1) << msg;
   EXPECT_NE(msg.find("uoe train: [train] cannot write '" + out + "/metrics.jsonl': No space left on device (the line "
-                     "of step 1); the run stopped at step 1 after saving its checkpoint: make room (or repair the file), then --resume"),
+                     "of step 1); the run stopped at step 1 after saving its checkpoint: make room (or repair the file), then resume the run"),
             std::string::npos) << msg;
   EXPECT_EQ(msg.find("done at step"), std::string::npos) << msg;
   EXPECT_EQ(read_trainer_state(out + "/checkpoint").step, 1);
@@ -256,7 +256,7 @@ TEST_F(RunFailures, ACheckpointsConfigTrainerStateAndWeightsAreChecked) {
   msg = train("--out " + out + " --steps 3 --allow-change steps --resume", &code);
   EXPECT_EQ(code, 1) << msg;
   EXPECT_NE(msg.find(damaged), std::string::npos) << msg;
-  EXPECT_EQ(msg.find("lower --lr"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("lower learning rate"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -296,20 +296,20 @@ TEST(Training, BadNumericOptionsAreNamedBeforeAnyWork) {
   auto data = micro_data(dir);
   auto tok = make_byte_tokenizer();
   const std::vector<std::pair<std::function<void(TrainOptions&)>, std::string>> cases = {
-      {[](TrainOptions& o) { o.steps = 0; }, "--steps, --batch, --seq and --grad-accum must be positive"},
-      {[](TrainOptions& o) { o.grad_accum = -1; }, "--steps, --batch, --seq and --grad-accum must be positive"},
-      {[](TrainOptions& o) { o.lr = 0; }, "--lr must be a positive finite number, got 0"},
-      {[](TrainOptions& o) { o.lr = std::numeric_limits<double>::infinity(); }, "--lr must be a positive finite"},
-      {[](TrainOptions& o) { o.min_lr = 1; }, "--min-lr must be finite and at most --lr"},
-      {[](TrainOptions& o) { o.clip = -1; }, "--clip must be >= 0 (0: no clipping), got -1"},
-      {[](TrainOptions& o) { o.weight_decay = std::nan(""); }, "--weight-decay must be >= 0"},
+      {[](TrainOptions& o) { o.steps = 0; }, "steps, batch, seq and grad_accum must be positive"},
+      {[](TrainOptions& o) { o.grad_accum = -1; }, "steps, batch, seq and grad_accum must be positive"},
+      {[](TrainOptions& o) { o.lr = 0; }, "lr must be a positive finite number, got 0"},
+      {[](TrainOptions& o) { o.lr = std::numeric_limits<double>::infinity(); }, "lr must be a positive finite"},
+      {[](TrainOptions& o) { o.min_lr = 1; }, "min_lr must be finite and at most lr"},
+      {[](TrainOptions& o) { o.clip = -1; }, "clip must be >= 0 (0: no clipping), got -1"},
+      {[](TrainOptions& o) { o.weight_decay = std::nan(""); }, "weight_decay must be >= 0"},
       {[](TrainOptions& o) { o.beta2 = 1; }, "beta1, beta2 and momentum must be in [0, 1)"},
-      {[](TrainOptions& o) { o.save_every = -5; }, "--eval-every and --save-every must be >= 0"},
-      {[](TrainOptions& o) { o.eval_batches = 0; }, "--eval-batches must be positive, got 0"},
-      {[](TrainOptions& o) { o.time_limit_s = -60; }, "--minutes must be >= 0 (0: no limit), got -1"},
+      {[](TrainOptions& o) { o.save_every = -5; }, "eval_every and save_every must be >= 0"},
+      {[](TrainOptions& o) { o.eval_batches = 0; }, "eval_batches must be positive, got 0"},
+      {[](TrainOptions& o) { o.time_limit_s = -60; }, "time_limit_s must be >= 0 (0: no limit), got -60"},
       // a std::bad_alloc (or minutes of allocating) before
       {[](TrainOptions& o) { o.batch = 1000000000; },
-       "--batch 1000000000 x --seq 32 is 3.2e+10 tokens per micro-batch; at most 268435456"},
+       "batch 1000000000 x seq 32 is 3.2e+10 tokens per micro-batch; at most 268435456"},
   };
   for (const auto& [spoil, expected] : cases) {
     TrainOptions o = options(dir + "/run", 3);

@@ -83,7 +83,7 @@ TEST(TrainingGuards, RefusedBeforeAnyStep) {
   o = options(dir + "/done", 3);
   o.resume = true;
   msg = error_of([&] { train(micro(FfnKind::Dense), o, *data, *tok); });
-  EXPECT_NE(msg.find("[train] --steps 3: the run in " + dir + "/done is already at step 3; pass a larger --steps"),
+  EXPECT_NE(msg.find("[train] steps 3: the run in " + dir + "/done is already at step 3; to train it further, raise steps"),
             std::string::npos) << msg;
 }
 
@@ -98,7 +98,7 @@ TEST(TrainingGuards, DivergenceStopsWithTheStepAndKeepsTheLastCheckpoint) {
   o.min_lr = 1e4;
   o.save_every = 1;
   const std::string msg = error_of([&] { train(micro(FfnKind::Dense), o, *data, *tok); });
-  EXPECT_NE(msg.find("training diverged; resume from the last checkpoint with a lower --lr"), std::string::npos)
+  EXPECT_NE(msg.find("training diverged; resume from the last checkpoint with a lower learning rate"), std::string::npos)
       << msg;
   const Checkpoint last = load_checkpoint(dir + "/run/checkpoint");
   for (const auto& [name, t] : last.model)
@@ -129,7 +129,7 @@ TEST(TrainingGuards, AnUpdateThatBreaksTheWeightsIsNeitherLoggedNorSaved) {
   o.eval_every = 0;
   msg = error_of([&] { train(micro(FfnKind::Dense), o, *data, *tok); });
   EXPECT_NE(msg.find("[train] the weights are not finite after step 1 (norm "), std::string::npos) << msg;
-  EXPECT_NE(msg.find("nothing was saved; resume from the last checkpoint with a lower --lr"), std::string::npos)
+  EXPECT_NE(msg.find("nothing was saved; resume from the last checkpoint with a lower learning rate"), std::string::npos)
       << msg;
   EXPECT_FALSE(std::filesystem::exists(dir + "/saved/checkpoint"));
 }

@@ -178,7 +178,7 @@ TEST(DistributedTraining, ExpertParallelRejectsWhatItCannotSplit) {
   TrainOptions o = options(f.dir + "/bad", 1, false, 2);
   EXPECT_NE(message(test::micro_config(FfnKind::Dense), o).find("has a dense FFN"), std::string::npos);
   o.expert_parallel = 3;
-  EXPECT_NE(message(test::micro_config(FfnKind::UoE), o).find("--expert-parallel 3 must divide the 2 ranks"),
+  EXPECT_NE(message(test::micro_config(FfnKind::UoE), o).find("expert_parallel 3 must divide the 2 ranks"),
             std::string::npos);
   o.expert_parallel = 2;
   o.batch = 5;

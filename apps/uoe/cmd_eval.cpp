@@ -1,23 +1,21 @@
-// uoe eval: validation loss of a checkpoint in nats per token and bits per byte.
+// uoe eval: validation loss of a checkpoint in nats per token and bits per byte (--json: at full precision).
 #include <cmath>
 #include <cstdio>
 
-#include "args.h"
 #include "commands.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "nn/checkpoint.h"
 #include "nn/trainer.h"
 
 namespace uoe::cli {
 
-int cmd_eval(const std::vector<std::string>& argv) {
-  const Args a(argv, {"ckpt", "data", "batch", "seq", "max-batches", "threads", "device", "dtype"},
-               {"skip-memory-check"});
-  set_threads(a.integer("threads", 0));
+int cmd_eval(const Args& a) {
+  set_threads(a.integer("threads"));
   const std::string ckpt = a.required("ckpt");
   const nn::ModelConfig config = nn::checkpoint_config(ckpt);
-  const int64_t seq = a.integer("seq", config.context), batch = a.integer("batch", 8);
-  const int64_t max_batches = a.integer("max-batches", 1 << 30);
+  const int64_t seq = a.integer_or("seq", config.context), batch = a.integer("batch");
+  const int64_t max_batches = a.integer_or("max-batches", 1 << 30);
   UOE_CHECK(seq >= 1 && seq <= config.context, "--seq ", seq, " must be in [1, the model context ", config.context,
             "]");
   UOE_CHECK(batch >= 1 && max_batches >= 1, "--batch and --max-batches must be >= 1, got ", batch, " and ",
@@ -31,7 +29,12 @@ int cmd_eval(const std::vector<std::string>& argv) {
   const std::string data = a.required("data");
   const auto tokens = open_tokens_once(data, tokenizer, checkpoint_tokens_advice(ckpt));
   const nn::TokenDataset dataset(tokens);
-  const double nats = nn::evaluate(model, dataset, batch, seq, max_batches);
+  double nats = 0;
+  {
+    TaskProgress progress("batch");
+    nats = nn::evaluate(model, dataset, batch, seq, max_batches, world(),
+                        [&](int64_t done, int64_t total) { progress.update(done, total); });
+  }
   // bits per byte: the same validation tokens' total nats over their byte count (a token's bytes do not depend on
   // its neighbours, so the batches are decoded one at a time)
   int64_t tokens_used = 0;
@@ -42,8 +45,18 @@ int cmd_eval(const std::vector<std::string>& argv) {
     tokens_used += int64_t(ids.size());
     bytes += double(tokenizer.decode(ids).size());
   }
-  std::printf("val loss %.4f nats/token, %.4f bits/byte over %ld tokens (%.0f bytes)\n", nats,
-              nats * double(tokens_used) / (bytes * std::log(2.0)), long(tokens_used), bytes);
+  const double bits_per_byte = nats * double(tokens_used) / (bytes * std::log(2.0));
+  if (a.flag("json")) {  // every digit that reads back to the same double
+    json::Value v = json::Value::object();
+    v["val_loss_nats_per_token"] = nats;
+    v["bits_per_byte"] = bits_per_byte;
+    v["tokens"] = tokens_used;
+    v["bytes"] = bytes;
+    std::printf("%s\n", v.dump().c_str());
+    return 0;
+  }
+  std::printf("val loss %.4f nats/token, %.4f bits/byte over %ld tokens (%.0f bytes)\n", nats, bits_per_byte,
+              long(tokens_used), bytes);
   return 0;
 }
 

@@ -1,29 +1,38 @@
 // The subcommands of the uoe program and the helpers they share.
 #pragma once
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "flags.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "nn/accounting.h"
 #include "nn/dataset.h"
+#include "nn/progress.h"
 #include "nn/tokenizer.h"
 #include "nn/transformer.h"
 
 namespace uoe::cli {
 
-class Args;
+int cmd_train(const Args& a);
+int cmd_eval(const Args& a);
+int cmd_sample(const Args& a);
+int cmd_info(const Args& a);
+int cmd_compare(const Args& a);
+int cmd_plot(const Args& a);
+int cmd_prepare(const Args& a);
+int cmd_graph(const Args& a);
+int cmd_analyze(const Args& a);
 
-int cmd_train(const std::vector<std::string>& argv);
-int cmd_eval(const std::vector<std::string>& argv);
-int cmd_sample(const std::vector<std::string>& argv);
-int cmd_info(const std::vector<std::string>& argv);
-int cmd_compare(const std::vector<std::string>& argv);
-int cmd_plot(const std::vector<std::string>& argv);
-int cmd_prepare(const std::vector<std::string>& argv);
-int cmd_graph(const std::vector<std::string>& argv);
-int cmd_analyze(const std::vector<std::string>& argv);
+// A command of the program: its name, what it does, an example, its flags (command_table.cpp) and its code.
+struct Command {
+  std::string name, summary, example;
+  std::vector<Flag> flags;
+  int (*run)(const Args&);
+};
+const std::vector<Command>& commands();
 
 // Whether `data_path` is a prepared token file (starts with the token file magic).
 bool is_token_file(const std::string& data_path);
@@ -48,6 +57,22 @@ void set_threads(int64_t threads);
 DType precision_flag(const Args& a, const std::string& flag, const std::string& meaning);
 // --device: cpu (the default), cuda or cuda:N; a GPU that is not visible is one error naming the flag.
 Device device_flag(const Args& a);
+
+// A progress bar on stderr (plain rate-limited lines when stderr is not a terminal) for a task counted in units
+// (eval's batches, analyze's windows, compare's runs); the bar's line ends when the object goes.
+class TaskProgress {
+ public:
+  explicit TaskProgress(std::string what);
+  ~TaskProgress() { end_line(); }
+  void update(int64_t done, int64_t total, const std::string& detail = "");
+  void end_line() { bar_.finish(); }  // before other output: the bar's line ends, the next update starts anew
+  double elapsed_s() const;
+
+ private:
+  std::string what_;
+  nn::Progress bar_;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+};
 
 // Before eval, sample or analyze loads the model of config.json `c`: its inference memory estimate at `o` (or
 // `at_least` bytes, the peak of another phase of the command) against what the process may use on `device`

@@ -4,7 +4,6 @@
 #include <numeric>
 #include <cstdio>
 
-#include "args.h"
 #include "autograd/grad_mode.h"
 #include "commands.h"
 #include "core/error.h"
@@ -14,11 +13,8 @@
 
 namespace uoe::cli {
 
-int cmd_sample(const std::vector<std::string>& argv) {
-  const Args a(argv,
-               {"ckpt", "prompt", "tokens", "temperature", "top-k", "top-p", "seed", "threads", "device", "dtype"},
-               {"skip-memory-check"});
-  set_threads(a.integer("threads", 0));
+int cmd_sample(const Args& a) {
+  set_threads(a.integer("threads"));
   const Device device = device_flag(a);
   const DType compute = precision_flag(a, "dtype", "the compute dtype");
   // one row: the prompt's window, then a token at a time over the cache of the whole context
@@ -28,14 +24,14 @@ int cmd_sample(const std::vector<std::string>& argv) {
   nn::LanguageModel& model = *trained.model;
   const nn::Tokenizer& tokenizer = *trained.tokenizer;
   model.eval();
-  const int64_t n = a.integer("tokens", 200), top_k = a.integer("top-k", 0);
-  const double temperature = a.number("temperature", 1.0), top_p = a.number("top-p", 1.0);
+  const int64_t n = a.integer("tokens"), top_k = a.integer("top-k");
+  const double temperature = a.number("temperature"), top_p = a.number("top-p");
   UOE_CHECK(n >= 0, "--tokens must be >= 0, got ", n);
   UOE_CHECK(top_k >= 0, "--top-k must be >= 0 (0: every token), got ", top_k);
   UOE_CHECK(temperature >= 0, "--temperature must be >= 0 (0: greedy), got ", temperature);
   UOE_CHECK(top_p > 0 && top_p <= 1, "--top-p ", top_p, ": expected a probability mass in (0, 1]");
-  Generator gen(uint64_t(a.integer("seed", 0)));
-  std::vector<int32_t> ids = tokenizer.encode(a.str("prompt", "\n"));
+  Generator gen(uint64_t(a.integer("seed")));
+  std::vector<int32_t> ids = tokenizer.encode(a.has("prompt") ? a.str("prompt") : "\n");
   UOE_CHECK(!ids.empty(), "--prompt must not be empty");
   NoGradGuard no_grad;
   // Keys and values of the window are cached: each new token runs alone. When the cache is full, the window

@@ -12,10 +12,10 @@
 #include <cstring>
 #include <filesystem>
 #include <sstream>
+#include <thread>
 
 #include "analysis/metrics_plot.h"
 #include "analysis/svg_chart.h"
-#include "args.h"
 #include "commands.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -75,22 +75,18 @@ pid_t spawn(const std::vector<std::string>& args, const std::string& log_path) {
 
 }  // namespace
 
-int cmd_compare(const std::vector<std::string>& argv) {
-  const Args a(argv,
-               {"data", "archs", "minutes", "seeds", "out", "batch", "seq", "lr", "steps", "threads", "jobs",
-                "eval-every", "eval-batches", "preset-prefix"},
-               {"overwrite"});
+int cmd_compare(const Args& a) {
   const std::string out = a.required("out"), data = a.required("data");
-  const std::vector<std::string> archs = split_list(a.str("archs", "dense,moe,aoe,uoe"));
-  const int64_t seeds = a.integer("seeds", 2);
-  const double minutes = a.number("minutes", 10);
-  const int64_t max_steps = a.integer("steps", 1000);
-  const std::string prefix = a.str("preset-prefix", "tiny-");
+  const std::vector<std::string> archs = split_list(a.str("archs"));
+  const int64_t seeds = a.integer("seeds");
+  const double minutes = a.number("minutes");
+  const int64_t max_steps = a.integer("steps");
+  const std::string prefix = a.str("preset-prefix");
   UOE_CHECK(!archs.empty() && seeds > 0 && minutes > 0, "--archs, --seeds and --minutes must be non-empty/positive");
   std::vector<int64_t> contexts;
   for (const std::string& arch : archs)
     contexts.push_back(nn::load_model_config(prefix + arch).context);  // a bad name fails before any run
-  const int64_t seq = a.integer("seq", 256);
+  const int64_t seq = a.integer("seq");
   for (size_t i = 0; i < archs.size(); ++i)  // and so does a window longer than a kind's context
     UOE_CHECK(seq <= contexts[i], "--seq ", seq, " exceeds the context ", contexts[i], " of ", prefix + archs[i],
               ": pass a shorter --seq, or leave that kind out of --archs");
@@ -103,13 +99,26 @@ int cmd_compare(const std::vector<std::string>& argv) {
 
   // Every (kind, seed) run is a child `uoe train` process; --jobs of them run at once, each with
   // --threads / --jobs threads, so every kind gets the same resources.
-  const int64_t jobs = a.integer("jobs", 1), threads = a.integer("threads", 2);
+  const int64_t jobs = a.integer("jobs"), threads = a.integer("threads");
   UOE_CHECK(jobs >= 1 && threads >= jobs, "--jobs must be between 1 and --threads");
   std::vector<Run> runs;
   for (const std::string& arch : archs)
     for (int64_t s = 0; s < seeds; ++s)
       runs.push_back({arch, uint64_t(s), out + "/" + arch + "-seed" + std::to_string(s), {}, {}});
   std::vector<std::pair<pid_t, size_t>> active;
+  std::vector<double> started(runs.size(), 0.0);  // each run's start, on the progress clock
+  size_t finished = 0;
+  TaskProgress progress("runs done");
+  // Overall: runs finished of all; per run: the time each active run has left of its --minutes.
+  auto show_progress = [&] {
+    std::string detail;
+    for (const auto& [pid, i] : active) {
+      const double left = std::max(0.0, minutes * 60 - (progress.elapsed_s() - started[i]));
+      detail += (detail.empty() ? "" : ", ") + runs[i].arch + " seed " + std::to_string(runs[i].seed) + " " +
+                std::to_string(int64_t(left / 60)) + " min " + std::to_string(int64_t(left) % 60) + " s left";
+    }
+    progress.update(int64_t(finished), int64_t(runs.size()), detail);
+  };
   // When a run fails (or anything else throws), the runs still going are stopped and waited for, so that none
   // keeps training unsupervised after compare has exited.
   struct StopActive {
@@ -121,7 +130,11 @@ int cmd_compare(const std::vector<std::string>& argv) {
   } stop_active{active};
   auto reap_one = [&] {
     int status = 0;
-    const pid_t pid = ::wait(&status);
+    pid_t pid = 0;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) == 0) {  // the progress line follows the runs meanwhile
+      show_progress();
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
     UOE_CHECK(pid >= 0 || errno == EINTR, "waiting for the runs failed: ", std::strerror(errno));
     for (size_t i = 0; i < active.size(); ++i)
       if (active[i].first == pid) {
@@ -129,24 +142,28 @@ int cmd_compare(const std::vector<std::string>& argv) {
         active.erase(active.begin() + long(i));  // reaped: not to be stopped
         UOE_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the run ", r.arch, " seed ", r.seed, " failed (see ",
                   r.dir, "/train.log)");
+        ++finished;
+        show_progress();
         return;
       }
   };
   for (size_t i = 0; i < runs.size(); ++i) {
     if (int64_t(active.size()) == jobs) reap_one();
     const Run& r = runs[i];
+    progress.end_line();
     std::printf("== %s seed %lu (%.1f min, %ld threads)\n", r.arch.c_str(), (unsigned long)r.seed, minutes,
                 long(threads / jobs));
     std::fflush(stdout);
     std::filesystem::create_directories(r.dir);
     const std::vector<std::string> args = {
         "/proc/self/exe", "train", "--config", prefix + r.arch, "--data", tokens->path(), "--out", r.dir,
-        "--steps", std::to_string(max_steps), "--batch", std::to_string(a.integer("batch", 16)),
-        "--seq", std::to_string(seq), "--lr", a.str("lr", "1e-3"), "--seed", std::to_string(r.seed),
-        "--eval-every", std::to_string(a.integer("eval-every", 25)), "--eval-batches",
-        std::to_string(a.integer("eval-batches", 8)), "--minutes", std::to_string(minutes), "--threads",
+        "--steps", std::to_string(max_steps), "--batch", std::to_string(a.integer("batch")),
+        "--seq", std::to_string(seq), "--lr", a.str("lr"), "--seed", std::to_string(r.seed),
+        "--eval-every", std::to_string(a.integer("eval-every")), "--eval-batches",
+        std::to_string(a.integer("eval-batches")), "--minutes", std::to_string(minutes), "--threads",
         std::to_string(threads / jobs), "--quiet", "--overwrite"};
     active.emplace_back(spawn(args, r.dir + "/train.log"), i);
+    started[i] = progress.elapsed_s();
   }
   while (!active.empty()) reap_one();
   for (Run& r : runs) {
@@ -156,8 +173,8 @@ int cmd_compare(const std::vector<std::string>& argv) {
 
   std::ostringstream md;
   md << "# uoe compare\n\n" << seeds << " seed(s) x " << minutes << " min per kind, " << jobs
-     << " run(s) at a time with " << threads / jobs << " thread(s) each, batch " << a.integer("batch", 16)
-     << " x " << seq << ", AdamW lr " << a.number("lr", 1e-3) << ", data `" << data << "`\n\n";
+     << " run(s) at a time with " << threads / jobs << " thread(s) each, batch " << a.integer("batch")
+     << " x " << seq << ", AdamW lr " << a.number("lr") << ", data `" << data << "`\n\n";
   md << "| kind | val loss (nats/token) | tokens/s | steps | tokens seen | total params | active params |\n";
   md << "|---|---|---|---|---|---|---|\n";
   std::vector<analysis::Series> series;
@@ -175,11 +192,14 @@ int cmd_compare(const std::vector<std::string>& argv) {
       ++n;
       series.push_back(r.val_curve);
     }
-    const double mean = sum / n, var = n > 1 ? std::max(0.0, (sumsq - n * mean * mean) / (n - 1)) : 0.0;
+    const double mean = sum / n;
+    // One seed has no spread to show: "n/a", not a standard deviation of 0.
+    char spread[32] = "n/a (one seed)";
+    if (n > 1) std::snprintf(spread, sizeof spread, "%.4f", std::sqrt(std::max(0.0, (sumsq - n * mean * mean) / (n - 1))));
     const nn::ModelCounts k = nn::count_model(nn::load_model_config(prefix + arch));
     char row[256];
-    std::snprintf(row, sizeof row, "| %s | %.4f ± %.4f | %.0f | %.0f | %.2fM | %.2fM | %.2fM |\n", arch.c_str(), mean,
-                  std::sqrt(var), tps / n, steps / n, seen / n / 1e6, k.total / 1e6, k.active / 1e6);
+    std::snprintf(row, sizeof row, "| %s | %.4f ± %s | %.0f | %.0f | %.2fM | %.2fM | %.2fM |\n", arch.c_str(), mean,
+                  spread, tps / n, steps / n, seen / n / 1e6, k.total / 1e6, k.active / 1e6);
     md << row;
   }
   // A run that --minutes stopped early sits part-way down its cosine schedule (which spans --steps), so kinds that

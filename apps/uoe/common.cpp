@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <stdexcept>
+#include <utility>
 
-#include "args.h"
 #include "commands.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -74,19 +74,29 @@ std::unique_ptr<nn::Tokenizer> make_tokenizer(const std::string& spec, const std
   fail("--tokenizer '", spec, "' is not 'byte', 'bpe:<vocab size>' or a tokenizer .json file");
 }
 
+TaskProgress::TaskProgress(std::string what) : what_(std::move(what)), bar_(stderr, ::isatty(STDERR_FILENO) == 1) {}
+
+void TaskProgress::update(int64_t done, int64_t total, const std::string& detail) {
+  bar_.task(what_, done, total, elapsed_s(), detail);
+}
+
+double TaskProgress::elapsed_s() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+}
+
 void set_threads(int64_t threads) {
   UOE_CHECK(threads >= 0, "--threads must be >= 0 (0: OMP_NUM_THREADS or the idle cores), got ", threads);
   set_cpu_threads(int(threads));
 }
 
 DType precision_flag(const Args& a, const std::string& flag, const std::string& meaning) {
-  const std::string value = a.str(flag, "f32");
+  const std::string value = a.str(flag);
   UOE_CHECK(value == "f32" || value == "bf16", "--", flag, " '", value, "': expected f32 or bf16 (", meaning, ")");
   return value == "bf16" ? DType::BFloat16 : DType::Float32;
 }
 
 Device device_flag(const Args& a) {
-  const Device d = Device::parse(a.str("device", "cpu"));
+  const Device d = Device::parse(a.str("device"));
   UOE_CHECK(d.is_cpu() || (cuda::is_available() && d.index < cuda::device_count()), "--device ", d.str(),
             ": no such CUDA device is visible (a CPU-only build, no GPU, or fewer GPUs); use --device cpu");
   return d;

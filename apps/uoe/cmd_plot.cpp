@@ -2,14 +2,12 @@
 #include <cstdio>
 
 #include "analysis/metrics_plot.h"
-#include "args.h"
 #include "commands.h"
 
 namespace uoe::cli {
 
-int cmd_plot(const std::vector<std::string>& argv) {
-  const Args a(argv, {"run", "out"});
-  const std::string dir = analysis::write_run_plots(a.required("run"), a.str("out", ""));
+int cmd_plot(const Args& a) {
+  const std::string dir = analysis::write_run_plots(a.required("run"), a.str("out"));
   std::printf("wrote %s/index.html\n", dir.c_str());
   return 0;
 }

@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <utility>
 
-#include "args.h"
 #include "commands.h"
 #include "core/error.h"
 #include "nn/accounting.h"
@@ -16,29 +15,27 @@ double mib(double bytes) { return bytes / double(1 << 20); }
 // The training settings the estimate is for, from the flags.
 nn::MemoryOptions memory_options(const Args& a, const nn::ModelConfig& c) {
   nn::MemoryOptions o;
-  o.batch = a.integer("batch", 16);
+  o.batch = a.integer("batch");
   UOE_CHECK(o.batch >= 1, "--batch must be at least 1 (rows per process), got ", o.batch);
-  o.seq = a.integer("seq", c.context);
+  o.seq = a.integer_or("seq", c.context);
   UOE_CHECK(o.seq >= 1 && o.seq <= c.context, "--seq must be in [1, context = ", c.context, "], got ", o.seq);
   o.compute = precision_flag(a, "dtype", "the compute dtype");
   o.storage = precision_flag(a, "param-dtype", "the parameters' and gradients' storage");
   o.checkpoint_activations = a.flag("checkpoint-activations");
-  o.ranks = a.integer("ranks", 1);
+  o.ranks = a.integer("ranks");
   UOE_CHECK(o.ranks >= 1, "--ranks must be at least 1 (processes of the run), got ", o.ranks);
   o.zero1 = a.flag("zero1");
-  o.expert_parallel = a.integer("expert-parallel", 1);
+  o.expert_parallel = a.integer("expert-parallel");
   UOE_CHECK(o.expert_parallel >= 1 && o.ranks % o.expert_parallel == 0, "--expert-parallel ", o.expert_parallel,
             " must divide --ranks ", o.ranks);
-  o.grad_accum = a.integer("grad-accum", 1);
+  o.grad_accum = a.integer("grad-accum");
   UOE_CHECK(o.grad_accum >= 1, "--grad-accum must be at least 1 (micro-batches per step), got ", o.grad_accum);
   return o;
 }
 
 }  // namespace
 
-int cmd_info(const std::vector<std::string>& argv) {
-  const Args a(argv, {"config", "batch", "seq", "dtype", "param-dtype", "ranks", "expert-parallel", "grad-accum"},
-               {"checkpoint-activations", "zero1"});
+int cmd_info(const Args& a) {
   nn::ModelConfig base = nn::load_model_config(a.required("config"));
   nn::resolve_defaults(base);
   const nn::MemoryOptions mem = memory_options(a, base);

@@ -1,30 +1,26 @@
 // uoe analyze: routing analysis of a checkpoint over a text (report.html, stats.json, CSV files).
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "analysis/report.h"
-#include "args.h"
 #include "commands.h"
 #include "nn/checkpoint.h"
 
 namespace uoe::cli {
 
-int cmd_analyze(const std::vector<std::string>& argv) {
-  const Args a(argv,
-               {"ckpt", "data", "out", "tokens", "seq", "batch", "samples", "grad-windows", "examples", "bins",
-                "threads"},
-               {"skip-memory-check"});
-  set_threads(a.integer("threads", 0));
+int cmd_analyze(const Args& a) {
+  set_threads(a.integer("threads"));
   const std::string ckpt = a.required("ckpt"), data = a.required("data"), out = a.required("out");
   analysis::AnalysisOptions o;
   const bool tokens_given = a.has("tokens");
-  o.tokens = a.integer("tokens", o.tokens);
-  o.seq = a.integer("seq", o.seq);
-  o.batch = a.integer("batch", o.batch);
-  o.activation_tokens = a.integer("samples", o.activation_tokens);
-  o.gradient_windows = a.integer("grad-windows", o.gradient_windows);
-  o.example_tokens = a.integer("examples", o.example_tokens);
-  o.bins = a.integer("bins", o.bins);
+  o.tokens = a.integer("tokens");
+  o.seq = a.integer("seq");
+  o.batch = a.integer("batch");
+  o.activation_tokens = a.integer("samples");
+  o.gradient_windows = a.integer("grad-windows");
+  o.example_tokens = a.integer("examples");
+  o.bins = a.integer("bins");
   UOE_CHECK(o.bins >= 1 && o.example_tokens >= 0, "--bins must be >= 1 and --examples >= 0");
 
   const nn::ModelConfig config = nn::checkpoint_config(ckpt);
@@ -44,7 +40,13 @@ int cmd_analyze(const std::vector<std::string>& argv) {
   const auto tokens = open_tokens_once(data, tokenizer, checkpoint_tokens_advice(ckpt));
   const nn::TokenDataset split(tokens);
   if (!tokens_given) o.tokens = std::min(o.tokens, tokens->size());  // the default: at most the whole file
+  std::optional<TaskProgress> progress;
+  progress.emplace("window");
+  o.on_batch = [&](int64_t done, int64_t total) {
+    progress->update(done, total, done == total && config.ffn.kind == nn::FfnKind::UoE ? "gradient paths next" : "");
+  };
   const analysis::AnalysisResult r = analysis::analyze(model, *tokens, split.val_begin(), tokenizer, o);
+  progress.reset();  // the bar's line ends before the summary
   analysis::write_report(out, r, "Routing analysis of " + ckpt);
 
   std::printf("analysed %ld tokens of %s in %.1f s (%s FFN)\n", long(r.tokens), data.c_str(), r.seconds,

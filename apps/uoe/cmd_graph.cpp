@@ -2,9 +2,9 @@
 // parameters named, tensor shapes on the edges and the Mixture-of-Experts ops highlighted.
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <set>
 
-#include "args.h"
 #include "autograd/graph_dump.h"
 #include "commands.h"
 #include "core/atomic_file.h"
@@ -44,16 +44,25 @@ std::string svg_path(const std::string& dot_path) {
   return (has_ext ? dot_path.substr(0, dot_path.size() - ext.size()) : dot_path) + ".svg";
 }
 
+// Where --out puts the DOT file: into a folder that --out names (an existing one, or any path ending in '/') as
+// graph.dot, else at --out itself; the folder is created.
+std::string dot_path_of(const std::string& out) {
+  std::filesystem::path p(out);
+  if (std::filesystem::is_directory(p) || out.back() == '/') p /= "graph.dot";
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  return p.string();
+}
+
 }  // namespace
 
-int cmd_graph(const std::vector<std::string>& argv) {
-  const Args a(argv, {"config", "layer", "out", "seq"});
+int cmd_graph(const Args& a) {
   const nn::ModelConfig config = config_from_flag(a.required("config"));
-  const int64_t layer = a.integer("layer", 0), T = a.integer("seq", 8);
+  const int64_t layer = a.integer("layer"), T = a.integer("seq");
   UOE_CHECK(layer >= 0 && layer < config.n_layers, "--layer ", layer, " is out of range: ", config.name, " has ",
             config.n_layers, " layers (0 to ", config.n_layers - 1, ")");
   UOE_CHECK(T >= 1 && T <= config.context, "--seq ", T, " must lie in [1, context = ", config.context, "]");
-  const std::string out = a.str("out", "graph.dot");
+  UOE_CHECK(!a.str("out").empty(), "--out must name a .dot file or a folder");
+  const std::string out = dot_path_of(a.str("out"));
 
   manual_seed(0);
   nn::LanguageModel model(config);

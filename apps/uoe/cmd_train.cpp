@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "args.h"
 #include "commands.h"
 #include "core/collective_watchdog.h"
 #include "core/communicator.h"
@@ -41,27 +40,35 @@ std::string checkpoint_summary(const std::string& ckpt) {
 // The chosen GPU becomes the process's current device, so that nothing of this rank lands on GPU 0 by default.
 Device train_device(const Args& a, const Communicator& comm) {
   Device d = device_flag(a);
-  if (a.str("device", "cpu") == "cuda" && comm.size() > 1) d = Device::cuda(comm.local_rank() % cuda::device_count());
+  if (a.str("device") == "cuda" && comm.size() > 1) d = Device::cuda(comm.local_rank() % cuda::device_count());
   if (d.is_cuda()) cuda::set_device(d.index);
   return d;
 }
 
-int train_command(const std::vector<std::string>& argv, Communicator& comm) {
-  const Args a(argv,
-               {"config", "data", "out", "steps", "batch", "seq", "lr", "min-lr", "warmup", "threads", "seed",
-                "eval-every", "eval-batches", "save-every", "grad-accum", "optimizer", "tokenizer", "minutes", "clip",
-                "weight-decay", "device", "dtype", "param-dtype", "expert-parallel", "init-from", "collective-timeout",
-                "allow-change"},
-               {"resume", "overwrite", "quiet", "zero1", "checkpoint-activations", "no-save", "skip-memory-check"});
+// What to try once a run has its checkpoint, and where the guide is.
+void print_next_commands(const std::string& out, const std::string& data, bool interrupted) {
+  if (interrupted) {
+    std::printf("next: continue it with the same command and --resume\n");
+    return;
+  }
+  std::printf("next:\n"
+              "  uoe sample  --ckpt %s/checkpoint --prompt \"ROMEO:\" --tokens 200   # text from the model\n"
+              "  uoe plot    --run %s                                 # training curves (plots/index.html)\n"
+              "  uoe analyze --ckpt %s/checkpoint --data %s --out %s/analysis   # routing report\n"
+              "  docs/GUIDE.md walks through each command; uoe help lists every flag\n",
+              out.c_str(), out.c_str(), out.c_str(), data.c_str(), out.c_str());
+}
+
+int train_command(const Args& a, Communicator& comm) {
   const bool lead = comm.rank() == 0;
-  set_threads(a.integer("threads", 0));
+  set_threads(a.integer("threads"));
   nn::TrainOptions o;
   o.out_dir = a.required("out");
   o.resume = a.flag("resume");
   UOE_CHECK(!(o.resume && a.flag("overwrite")), "--resume continues the run in ", o.out_dir, ", --overwrite replaces "
             "it: give one of them");
   const std::string ckpt = o.out_dir + "/checkpoint";
-  o.init_from = a.str("init-from", "");
+  o.init_from = a.str("init-from");
   // Rank 0 alone finishes an interrupted checkpoint write (checkpoint_exists recovers it), of this run's and of the
   // --init-from checkpoint; the others look once it has, so that no two ranks race to rename one (which fails
   // where the shared file system has no flock).
@@ -83,31 +90,31 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   // nn::train checks), a fine-tuning run takes its checkpoint's.
   nn::ModelConfig config = resuming && !a.has("config") ? nn::checkpoint_config(ckpt)
                            : !resuming && !o.init_from.empty() ? nn::checkpoint_config(o.init_from)
-                                                               : nn::load_model_config(a.str("config", "tiny-uoe"));
+                                                               : nn::load_model_config(a.str("config"));
   if (resuming) config.name = nn::checkpoint_config(ckpt).name;
-  o.steps = a.integer("steps", 1000);
-  o.batch = a.integer("batch", 16);
-  o.seq = a.integer("seq", config.context);
-  o.lr = a.number("lr", 1e-3);
-  o.min_lr = a.number("min-lr", -1);
-  o.warmup = a.integer("warmup", -1);
-  o.seed = uint64_t(a.integer("seed", 0));
-  o.eval_every = a.integer("eval-every", 100);
-  o.eval_batches = a.integer("eval-batches", 8);
-  o.save_every = a.integer("save-every", 0);
+  o.steps = a.integer("steps");
+  o.batch = a.integer("batch");
+  o.seq = a.integer_or("seq", config.context);
+  o.lr = a.number("lr");
+  o.min_lr = a.number("min-lr");
+  o.warmup = a.integer("warmup");
+  o.seed = uint64_t(a.integer("seed"));
+  o.eval_every = a.integer("eval-every");
+  o.eval_batches = a.integer("eval-batches");
+  o.save_every = a.integer("save-every");
   o.save_at_end = !a.flag("no-save");
-  o.grad_accum = a.integer("grad-accum", 1);
-  o.optimizer = a.str("optimizer", "adamw");
-  o.time_limit_s = a.number("minutes", 0) * 60;
-  o.clip = a.number("clip", 1.0);
-  o.weight_decay = a.number("weight-decay", 0.1);
+  o.grad_accum = a.integer("grad-accum");
+  o.optimizer = a.str("optimizer");
+  o.time_limit_s = a.number("minutes") * 60;
+  o.clip = a.number("clip");
+  o.weight_decay = a.number("weight-decay");
   o.progress = !a.flag("quiet");
   o.zero1 = a.flag("zero1");
   o.checkpoint_activations = a.flag("checkpoint-activations");
-  o.expert_parallel = a.integer("expert-parallel", 1);
-  o.allow_change = nn::parse_allowed_changes(a.str("allow-change", ""));
+  o.expert_parallel = a.integer("expert-parallel");
+  o.allow_change = nn::parse_allowed_changes(a.str("allow-change"));
   o.memory_check = !a.flag("skip-memory-check");
-  watchdog::set_timeout(a.number("collective-timeout", watchdog::timeout()));
+  watchdog::set_timeout(a.number("collective-timeout"));
   o.device = train_device(a, comm);
   if (precision_flag(a, "dtype", "bf16 compute over float32 master weights") == DType::BFloat16)
     o.compute_dtype = DType::BFloat16;
@@ -136,7 +143,7 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
   // run builds one from --tokenizer.
   std::unique_ptr<nn::Tokenizer> tok = resuming               ? nn::load_tokenizer(ckpt + "/tokenizer.json")
                                        : !o.init_from.empty() ? nn::load_tokenizer(o.init_from + "/tokenizer.json")
-                                                              : make_tokenizer(a.str("tokenizer", "byte"), data);
+                                                              : make_tokenizer(a.str("tokenizer"), data);
   config.vocab_size = std::max(config.vocab_size, tok->vocab_size());
   std::shared_ptr<nn::TokenFile> tokens;
   {
@@ -183,14 +190,15 @@ int train_command(const std::vector<std::string>& argv, Communicator& comm) {
                 "schedule spans --steps)%s\n",
                 long(r.steps), long(o.steps), r.last_lr,
                 resuming ? "" : ("; for a fully decayed run in this time, pass --steps " + std::to_string(r.steps)).c_str());
+  if (lead && o.save_at_end) print_next_commands(o.out_dir, data, r.interrupted);
   return 0;
 }
 
 }  // namespace
 
-int cmd_train(const std::vector<std::string>& argv) {
+int cmd_train(const Args& a) {
   Communicator& comm = world();
-  return run_or_abort(comm, "uoe train", [&] { return train_command(argv, comm); });
+  return run_or_abort(comm, "uoe train", [&] { return train_command(a, comm); });
 }
 
 }  // namespace uoe::cli
