@@ -18,7 +18,8 @@ std::string integer_text(int64_t v) { return std::to_string(v); }
 
 // Flags that several commands share, with the same meaning everywhere.
 Flag threads_flag(int64_t def = 0) {
-  return {"threads", F::Integer, integer_text(def), "OpenMP threads (0: every core)"};
+  return {"threads", F::Integer, integer_text(def),
+          "OpenMP threads (0: OMP_NUM_THREADS if set, else the cores idle at start)"};
 }
 Flag device_flag_spec() { return {"device", F::Text, "cpu", "where the model runs: cpu, cuda or cuda:N"}; }
 Flag dtype_flag(const std::string& meaning) { return {"dtype", F::Text, "f32", meaning + ": f32 or bf16"}; }
