@@ -31,9 +31,7 @@
 #include "nn/trainer_state.h"
 #include "nn/run_identity.h"
 #include "nn/zero_optimizer.h"
-#if UOE_WITH_CUDA
-#include "cuda/gemm.h"
-#endif
+#include "ops/ops.h"
 
 namespace uoe::nn {
 namespace {
@@ -236,15 +234,13 @@ TrainResult train(const ModelConfig& config, const TrainOptions& o, const TokenD
     replica_group = comm.split(comm.rank() % ep, comm.rank());
     shards = ExpertSharding(model, *expert_group);  // before the move: only this rank's experts reach the device
   }
-#if UOE_WITH_CUDA
-  // A run on a GPU lets its float32 GEMMs use TF32 tensor cores (cuda/gemm.h), as PyTorch's allow_tf32; the
-  // setting is put back when the run ends.
+  // A run on a GPU lets its float32 GEMMs use TF32 tensor cores (ops::set_allow_tf32), as PyTorch's allow_tf32;
+  // the setting is put back when the run ends.
   struct Tf32ForTheRun {
-    bool previous = cuda::allow_tf32();
-    explicit Tf32ForTheRun(bool on) { cuda::set_allow_tf32(previous || on); }
-    ~Tf32ForTheRun() { cuda::set_allow_tf32(previous); }
+    bool previous = ops::allow_tf32();
+    explicit Tf32ForTheRun(bool on) { ops::set_allow_tf32(previous || on); }
+    ~Tf32ForTheRun() { ops::set_allow_tf32(previous); }
   } tf32(o.device.is_cuda());
-#endif
   model.to(o.device);  // before the optimiser, so its state is created beside the parameters
   model.to(o.param_dtype);
   model.compute_dtype = o.compute_dtype;
