@@ -11,6 +11,7 @@
 #include "cuda/check.h"
 #include "cuda/cuda_api.h"
 #include "cuda/stream.h"
+#include "ops/kernels/copy.h"
 
 namespace uoe::cuda {
 namespace {

@@ -10,9 +10,6 @@ int device_count() { return 0; }
 void set_device(int device) {
   fail("[set_device] cuda:", device, " needs a CUDA build (configure with UOE_CUDA=ON)");
 }
-void copy_bytes(void*, Device dst, const void*, Device src, size_t) {
-  fail("[to] copying between ", src.str(), " and ", dst.str(), " needs a CUDA build (configure with UOE_CUDA=ON)");
-}
 
 // Unreachable in practice (a CPU-only build allocates no GPU tensor), but the op layer calls it without #if.
 void fill_uniform(const Tensor& out, uint64_t, uint64_t, double, double) {
