@@ -7,10 +7,10 @@
 #include <chrono>
 
 #include "core/rng.h"
-#include "ops/cpu/gemm.h"
 #include "nn/ffn.h"
 #include "nn/optim.h"
 #include "nn/transformer.h"
+#include "ops/kernels/gemm.h"
 #include "ops/ops.h"
 
 namespace uoe {

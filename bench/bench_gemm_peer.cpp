@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "ops/cpu/gemm.h"
+#include "ops/kernels/gemm.h"
 
 namespace {
 

@@ -2,16 +2,15 @@
 // exact float32, timed with CUDA events (manual time) and reported as TFLOP/s. Skips without a GPU.
 #include <benchmark/benchmark.h>
 
-#if UOE_WITH_CUDA
 #include <cstdint>
 #include <exception>
 
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "cuda/cuda_api.h"
-#include "cuda/gemm.h"
 #include "cuda/stream.h"
 #include "gpu_timing.h"
+#include "ops/kernels/gemm.h"
 
 namespace {
 
@@ -69,4 +68,3 @@ BENCHMARK(BM_GpuGemmTf32)->Arg(4096)->Arg(8192)->UseManualTime()->Unit(benchmark
 BENCHMARK(BM_GpuGemmF32)->Arg(4096)->Arg(8192)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
-#endif

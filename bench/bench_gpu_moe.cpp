@@ -3,7 +3,6 @@
 // GEMM chain of the same FLOPs. CUDA events, manual time, TFLOP/s counters; skips without a GPU.
 #include <benchmark/benchmark.h>
 
-#if UOE_WITH_CUDA
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -15,13 +14,13 @@
 
 #include "core/rng.h"
 #include "core/tensor.h"
-#include "cuda/attention_kernels.h"
+#include "cuda/attention_mma.h"
 #include "cuda/cuda_api.h"
-#include "cuda/expert_kernels.h"
-#include "cuda/gemm.h"
 #include "cuda/grouped_gemm.h"
 #include "cuda/stream.h"
 #include "gpu_timing.h"
+#include "ops/kernels/gemm.h"
+#include "ops/kernels/moe.h"
 
 namespace {
 
@@ -53,8 +52,8 @@ void run_attention(benchmark::State& state, bool backward, AttnDtype dtype) {
     const bool bf16 = dtype == AttnDtype::Bf16;
     const DType dt = bf16 ? DType::BFloat16 : DType::Float32;
     cuda::DeviceGuard guard(0);
-    const cpu::AttnShape s{B, H, H, T, Dh, 1.0 / std::sqrt(double(Dh)), true};
-    const cpu::AttnStrides st{T * H * Dh, Dh, H * Dh};
+    const kernels::AttnShape s{B, H, H, T, Dh, 1.0 / std::sqrt(double(Dh)), true};
+    const kernels::AttnStrides st{T * H * Dh, Dh, H * Dh};
     Generator gen{uint64_t(T * 131 + Dh)};
     auto input = [&] { return randn({B, T, H, Dh}, {}, &gen).to(dt).to(kGpu); };
     const Tensor q = input(), k = input(), v = input(), dout = input();
@@ -148,7 +147,7 @@ void run_expert_ffn(benchmark::State& state) {
     const int64_t R = D - shape.r0;  // neurons run per expert
     cuda::DeviceGuard guard(0);
     cuda::set_allow_tf32(true);
-    const cpu::ExpertShape s{Tn, K, n, d, d, D, shape.r0, D, false};
+    const kernels::ExpertShape s{Tn, K, n, d, d, D, shape.r0, D, false};
     std::vector<int64_t> slots(size_t(Tn * K));
     for (int64_t i = 0; i < Tn * K; ++i) slots[size_t(i)] = i % n;  // slot k of token t -> expert (tK + k) % n
     const Tensor idx = from_vector(slots, {Tn, K}).to(kGpu);
@@ -162,7 +161,7 @@ void run_expert_ffn(benchmark::State& state) {
                  dwu = empty({n, d, D}, o), dwd = empty({n, D, d}, o);
     auto f = [](const Tensor& t) { return t.data_ptr<S>(); };
     const double seconds = time_with_events(state, [&] {  // the plan as the op makes it: once per forward
-      const cuda::DeviceExpertPlan plan = cuda::plan_experts(idx.data_ptr<int64_t>(), Tn, K, n);
+      const kernels::DeviceExpertPlan plan = cuda::plan_experts(idx.data_ptr<int64_t>(), Tn, K, n);
       if constexpr (bf16) {
         cuda::expert_ffn_forward_bf16(s, plan, f(x), nullptr, f(w), f(wg), f(wu), f(wd), f(y));
         cuda::expert_ffn_backward_bf16(s, plan, f(x), nullptr, f(w), f(wg), f(wu), f(wd), f(dy), f(dx), f(dw), nullptr,
@@ -265,4 +264,3 @@ void BM_GpuGroupedGemmBf16(benchmark::State& state) {
 BENCHMARK(BM_GpuGroupedGemmBf16)->Arg(128)->Arg(512)->Arg(2048)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
-#endif

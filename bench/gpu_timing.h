@@ -1,7 +1,6 @@
 // Timing for the GPU benchmarks: CUDA events around each iteration on the current stream of device 0
 // (UseManualTime), after warm-up calls that keep module load, handle creation and heuristics out of the numbers.
 #pragma once
-#if UOE_WITH_CUDA
 #include <benchmark/benchmark.h>
 
 #include <functional>
@@ -45,4 +44,3 @@ inline double seconds_per_call(const std::function<void()>& body, int reps = 5, 
 }
 
 }  // namespace uoe
-#endif

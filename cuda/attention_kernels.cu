@@ -1,5 +1,5 @@
 // uoe::cuda fused attention: scalar tiled FlashAttention-2 kernels (float, double, bf16 storage) and dispatch.
-#include "cuda/attention_kernels.h"
+#include "cuda/attention_mma.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "core/error.h"
-#include "cuda/attention_kernels.h"
+#include "cuda/attention_mma.h"
 #include "cuda/check.h"
 #include "cuda/launch.h"
 #include "cuda/stream.h"

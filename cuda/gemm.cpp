@@ -1,4 +1,4 @@
-// CUDA GEMM (cuda/gemm.h) on cuBLASLt: one handle per device, one 32 MiB workspace per (device, stream).
+// CUDA GEMM (ops/kernels/gemm.h) on cuBLASLt: one handle per device, one 32 MiB workspace per (device, stream).
 //
 // Row-major to column-major: a row-major [R, C] matrix with row stride ld is, read column-major, its transpose
 // [C, R] with leading dimension ld. So the row-major C = op(A) op(B) is computed as the column-major
@@ -6,7 +6,7 @@
 // trans_a), and the problem is m = N, n = M, k = K, with every leading dimension unchanged. When cuBLASLt's
 // heuristic offers no algorithm for a problem (unusual leading dimensions or alignments), the same column-major
 // problem runs through cublasGemmStridedBatchedEx instead.
-#include "cuda/gemm.h"
+#include "ops/kernels/gemm.h"
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -188,7 +188,7 @@ void cublas_fallback(const GemmTypes& t, const ColumnMajorProblem& p, const void
   });
 }
 
-// C = alpha op(A) op(B) + beta C for batch >= 1, M, N, K >= 1 (row-major, as cuda/gemm.h).
+// C = alpha op(A) op(B) + beta C for batch >= 1, M, N, K >= 1 (row-major, as ops/kernels/gemm.h).
 void lt_matmul(const GemmTypes& t, int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                const void* alpha, const void* A, int64_t lda, int64_t stride_a, const void* B, int64_t ldb,
                int64_t stride_b, const void* beta, void* C, int64_t ldc, int64_t stride_c, const char* op) {

@@ -20,9 +20,9 @@
 #include "core/error.h"
 #include "core/slow_paths.h"
 #include "cuda/blas_handle.h"
-#include "cuda/gemm.h"
 #include "cuda/host_upload.h"
 #include "cuda/launch.h"
+#include "ops/kernels/gemm.h"
 
 namespace uoe::cuda {
 namespace {

@@ -1,6 +1,6 @@
 // Grouped GEMM: many independent row-major GEMMs of different sizes issued as one cuBLAS grouped call
 // (cublasGemmGroupedBatchedEx), so that small per-expert problems fill the GPU together instead of one launch
-// each. The conventions are cuda::gemm's (cuda/gemm.h) with alpha = 1.
+// each. The conventions are cuda::gemm's (ops/kernels/gemm.h) with alpha = 1.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -1,7 +1,7 @@
 // CUDA indexing kernels. Sums (index_add, scatter_add) are deterministic without atomics: the index positions are
 // stably sorted by target (CUB radix sort, so equal targets keep the order of their positions), and one thread per
 // target adds its sources in that order onto the copy of x, exactly as the CPU does (same values, same order).
-#include "cuda/index_kernels.h"
+#include "ops/kernels/index.h"
 
 #include <cub/device/device_radix_sort.cuh>
 

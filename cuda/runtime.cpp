@@ -1,19 +1,23 @@
-// CUDA runtime: device queries, registration of the caching device allocator, host/device copies.
+// CUDA runtime: device queries, registration of the caching device allocator and the device switch, host/device
+// copies.
 #include <cuda_runtime.h>
 
 #include <cstring>
 
 #include "core/allocator.h"
+#include "core/device_scope.h"
 #include "core/error.h"
 #include "cuda/caching_allocator.h"
 #include "cuda/check.h"
 #include "cuda/cuda_api.h"
 #include "cuda/stream.h"
+#include "ops/kernels/copy.h"
 
 namespace uoe::cuda {
 namespace {
 
-// Installs the caching device allocator when the library loads, if a GPU is visible.
+// Installs the caching device allocator and the device switch (core/device_scope.h) when the library loads, if a
+// GPU is visible.
 const bool g_registered = [] {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
@@ -21,6 +25,7 @@ const bool g_registered = [] {
     return false;
   }
   register_cuda_allocator(&caching_allocator());
+  register_cuda_device_switch({enter_device, leave_device});
   return true;
 }();
 

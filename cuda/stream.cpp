@@ -33,16 +33,23 @@ cudaStream_t current_stream(int device) {
   return t_current[size_t(device)];
 }
 
-DeviceGuard::DeviceGuard(int device) : previous_(0) {
-  UOE_CUDA_CHECK("device guard", cudaGetDevice(&previous_));
-  if (device != previous_) UOE_CUDA_CHECK("device guard", cudaSetDevice(device));
+int enter_device(int device) {
+  int previous = 0;
+  UOE_CUDA_CHECK("device guard", cudaGetDevice(&previous));
+  if (device != previous) UOE_CUDA_CHECK("device guard", cudaSetDevice(device));
+  return previous;
 }
 
-DeviceGuard::~DeviceGuard() {
-  int now = previous_;
-  // Destructors must not throw: a failure here leaves the device as it is (the next checked call reports it).
-  if (cudaGetDevice(&now) == cudaSuccess && now != previous_) (void)cudaSetDevice(previous_);
+void leave_device(int previous) noexcept {
+  int now = previous;
+  // Must not throw (destructors call it): a failure here leaves the device as it is (the next checked call
+  // reports it).
+  if (cudaGetDevice(&now) == cudaSuccess && now != previous) (void)cudaSetDevice(previous);
 }
+
+DeviceGuard::DeviceGuard(int device) : previous_(enter_device(device)) {}
+
+DeviceGuard::~DeviceGuard() { leave_device(previous_); }
 
 StreamGuard::StreamGuard(int device, cudaStream_t stream) : device_(device), previous_(nullptr) {
   check_device_index(device, "stream guard");

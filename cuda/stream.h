@@ -8,6 +8,11 @@ namespace uoe::cuda {
 // is alive on this thread).
 cudaStream_t current_stream(int device);
 
+// Makes `device` the current CUDA device of this thread, returning the one that was; leave_device makes it current
+// again and never raises. DeviceGuard's two halves, registered with core (core/device_scope.h) at start-up.
+int enter_device(int device);
+void leave_device(int previous) noexcept;
+
 // While alive: `device` is the current CUDA device of this thread (restored afterwards).
 class DeviceGuard {
  public:

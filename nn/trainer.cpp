@@ -31,9 +31,7 @@
 #include "nn/trainer_state.h"
 #include "nn/run_identity.h"
 #include "nn/zero_optimizer.h"
-#if UOE_WITH_CUDA
-#include "cuda/gemm.h"
-#endif
+#include "ops/ops.h"
 
 namespace uoe::nn {
 namespace {
@@ -490,15 +488,13 @@ void TrainSession::log_and_save(json::Value& m, bool stopping, bool signalled) {
 }
 
 TrainResult TrainSession::run() {
-#if UOE_WITH_CUDA
-  // A run on a GPU lets its float32 GEMMs use TF32 tensor cores (cuda/gemm.h), as PyTorch's allow_tf32; the
-  // setting is put back when the run ends.
+  // A run on a GPU lets its float32 GEMMs use TF32 tensor cores (ops::set_allow_tf32), as PyTorch's allow_tf32;
+  // the setting is put back when the run ends.
   struct Tf32ForTheRun {
-    bool previous = cuda::allow_tf32();
-    explicit Tf32ForTheRun(bool on) { cuda::set_allow_tf32(previous || on); }
-    ~Tf32ForTheRun() { cuda::set_allow_tf32(previous); }
+    bool previous = ops::allow_tf32();
+    explicit Tf32ForTheRun(bool on) { ops::set_allow_tf32(previous || on); }
+    ~Tf32ForTheRun() { ops::set_allow_tf32(previous); }
   } tf32(o_.device.is_cuda());
-#endif
   model_->to(o_.device);  // before the optimiser, so its state is created beside the parameters
   model_->to(o_.param_dtype);
   model_->compute_dtype = o_.compute_dtype;

@@ -4,19 +4,16 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "ops/backend.h"
-#include "ops/cpu/attention_kernels.h"
+#include "ops/kernels/attention.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
-#if UOE_WITH_CUDA
-#include "cuda/attention_kernels.h"
-#endif
 
 namespace uoe::ops {
 namespace {
 
 // A [B, H, T, Dh] operand with a contiguous head dim, as the kernels take it.
 Tensor head_dim_contiguous(const Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); }
-cpu::AttnStrides strides_of(const Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
+kernels::AttnStrides strides_of(const Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
 
 // A new [B, H, T, Dh] tensor laid out as [B, T, H, Dh] in memory, so that
 // out.transpose(1, 2).reshape(B, T, H*Dh) is a free view.
@@ -25,15 +22,14 @@ Tensor new_bthd(const Shape& bhtd, const Tensor& like_t) {
 }
 
 struct AttentionBackward final : autograd::Node {
-  cpu::AttnShape shape;
-  explicit AttentionBackward(cpu::AttnShape s) : shape(s) {}
+  kernels::AttnShape shape;
+  explicit AttentionBackward(kernels::AttnShape s) : shape(s) {}
   std::string name() const override { return "scaled_dot_product_attention"; }
   std::vector<Tensor> apply(const Tensor& g_in) override {
     const Tensor q = saved(0), k = saved(1), v = saved(2), out = saved(3), lse = saved(4);
     const OnDevice on_device(q);
     const DType dt = g_in.dtype();
-#if UOE_WITH_CUDA
-    if (native_bf16(q)) {  // q, k, v, out saved in bf16, lse in float32
+    if (native_bf16(q)) {  // q, k, v, out saved in bf16, lse in float32 (the GPU's bf16 kernels)
       const Tensor g = head_dim_contiguous(g_in.to(DType::BFloat16));
       Tensor dq = new_bthd(q.shape(), q), dk = new_bthd(k.shape(), k), dv = new_bthd(v.shape(), v);
       cuda::attention_backward_bf16(shape, q.data_ptr<BFloat16>(), strides_of(q), k.data_ptr<BFloat16>(), strides_of(k),
@@ -43,7 +39,6 @@ struct AttentionBackward final : autograd::Node {
                                     dv.data_ptr<BFloat16>(), strides_of(dv));
       return {restore_dtype(dq, dt), restore_dtype(dk, dt), restore_dtype(dv, dt)};
     }
-#endif
     const Tensor g = head_dim_contiguous(compute_view(g_in));
     Tensor dq = new_bthd(q.shape(), q), dk = new_bthd(k.shape(), k), dv = new_bthd(v.shape(), v);
     dispatch_float(q.dtype(), "scaled_dot_product_attention", [&](auto tag) {
@@ -76,9 +71,8 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
             "[", op, "] q is ", shape_str(q_in.shape()), ", k is ", shape_str(k_in.shape()), ", v is ",
             shape_str(v_in.shape()), ": k and v must be [B, Hkv, T, Dh] with H divisible by Hkv");
   const OnDevice on_device(q_in);
-  const cpu::AttnShape shape{B, H, Hkv, T, Dh, scale > 0 ? scale : 1.0 / std::sqrt(double(std::max<int64_t>(Dh, 1))),
-                             causal};
-#if UOE_WITH_CUDA
+  const double scale_or_default = scale > 0 ? scale : 1.0 / std::sqrt(double(std::max<int64_t>(Dh, 1)));
+  const kernels::AttnShape shape{B, H, Hkv, T, Dh, scale_or_default, causal};
   if (native_bf16(q_in)) {  // bf16 operands directly, float32 lse, tensor cores where they apply
     const Tensor q = head_dim_contiguous(q_in), k = head_dim_contiguous(k_in), v = head_dim_contiguous(v_in);
     Tensor out = new_bthd(q.shape(), q);
@@ -90,7 +84,6 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
       node->save({q, k, v, out, lse});
     return out;
   }
-#endif
   const Tensor q = head_dim_contiguous(compute_view(q_in)), k = head_dim_contiguous(compute_view(k_in)),
                v = head_dim_contiguous(compute_view(v_in));
   Tensor out = new_bthd(q.shape(), q);

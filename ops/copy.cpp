@@ -1,7 +1,6 @@
 // Copies and conversions: contiguous, clone, to(dtype), to(device), copy_, with their backward.
 #include "autograd/node.h"
 #include "core/error.h"
-#include "cuda/cuda_api.h"
 #include "ops/backend.h"
 #include "ops/kernels/copy.h"
 #include "ops/op_utils.h"

@@ -2,12 +2,9 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "ops/backend.h"
-#include "ops/cpu/index_kernels.h"
+#include "ops/kernels/index.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
-#if UOE_WITH_CUDA
-#include "cuda/index_kernels.h"
-#endif
 
 namespace uoe::ops {
 namespace {
@@ -20,16 +17,9 @@ Tensor checked_index(const char* op, const Tensor& index, int64_t size, const ch
     fail("[", op, "] index ", v, " at position ", i, " is out of range for ", what, " of size ", size, " (index shape ",
          shape_str(index.shape()), ")");
   };
-#if UOE_WITH_CUDA
-  if (idx.is_cuda()) {  // checked on the device; only the first bad position comes back
-    const int64_t i = cuda::first_out_of_range(idx, size);
-    if (i >= 0) raise(i, idx.reshape({-1}).narrow(0, i, 1).to(Device::cpu()).data_ptr<int64_t>()[0]);
-    return idx;
-  }
-#endif
-  const int64_t* p = idx.data_ptr<int64_t>();
-  for (int64_t i = 0; i < idx.numel(); ++i)
-    if (p[i] < 0 || p[i] >= size) raise(i, p[i]);
+  // On a GPU, checked on the device: only the first bad position comes back.
+  const int64_t i = UOE_KERNEL(idx, first_out_of_range(idx, size));
+  if (i >= 0) raise(i, idx.reshape({-1}).narrow(0, i, 1).to(Device::cpu()).data_ptr<int64_t>()[0]);
   return idx;
 }
 

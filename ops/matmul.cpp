@@ -2,13 +2,10 @@
 // dB = Aᵀ·dC).
 #include "autograd/node.h"
 #include "core/error.h"
-#include "ops/cpu/gemm.h"
+#include "ops/backend.h"
+#include "ops/kernels/gemm.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
-#if UOE_WITH_CUDA
-#include "cuda/gemm.h"
-#include "cuda/stream.h"
-#endif
 
 namespace uoe::ops {
 namespace {
@@ -75,32 +72,26 @@ Tensor matmul_2d_or_batched(const Tensor& a, const Tensor& b) {
   Tensor out = empty(out_shape, like(ac));
   if (out.numel() == 0) return restore_dtype(out, a.dtype());
   const GemmOperand A = gemm_operand(ac, batch), B = gemm_operand(bc, batch);
-  if (ac.is_cuda()) {
-#if UOE_WITH_CUDA
-    cuda::DeviceGuard guard(ac.device().index);
-    if (native_bf16(ac)) {
-      cuda::gemm_batched_bf16(nbatch, A.trans, B.trans, M, N, K, 1.0f, A.keep.data_ptr<BFloat16>(), A.ld,
-                              A.batch_stride, B.keep.data_ptr<BFloat16>(), B.ld, B.batch_stride, 0.0f,
-                              out.data_ptr<BFloat16>(), N, M * N);
-    } else {
-      dispatch_float(ac.dtype(), "matmul", [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        cuda::gemm_batched<T>(nbatch, A.trans, B.trans, M, N, K, T(1), A.keep.data_ptr<T>(), A.ld, A.batch_stride,
-                              B.keep.data_ptr<T>(), B.ld, B.batch_stride, T(0), out.data_ptr<T>(), N, M * N);
-      });
-    }
-#endif
-    return restore_dtype(out, a.dtype());
+  const OnDevice on_device(ac);
+  if (native_bf16(ac)) {  // the GPU's bf16 GEMM: bf16 operands, float32 accumulation
+    cuda::gemm_batched_bf16(nbatch, A.trans, B.trans, M, N, K, 1.0f, A.keep.data_ptr<BFloat16>(), A.ld, A.batch_stride,
+                            B.keep.data_ptr<BFloat16>(), B.ld, B.batch_stride, 0.0f, out.data_ptr<BFloat16>(), N,
+                            M * N);
+  } else {
+    dispatch_float(ac.dtype(), "matmul", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      UOE_KERNEL(ac, gemm_batched<T>(nbatch, A.trans, B.trans, M, N, K, T(1), A.keep.data_ptr<T>(), A.ld,
+                                     A.batch_stride, B.keep.data_ptr<T>(), B.ld, B.batch_stride, T(0),
+                                     out.data_ptr<T>(), N, M * N));
+    });
   }
-  dispatch_float(ac.dtype(), "matmul", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    cpu::gemm_batched<T>(nbatch, A.trans, B.trans, M, N, K, T(1), A.keep.data_ptr<T>(), A.ld, A.batch_stride,
-                         B.keep.data_ptr<T>(), B.ld, B.batch_stride, T(0), out.data_ptr<T>(), N, M * N);
-  });
   return restore_dtype(out, a.dtype());
 }
 
 }  // namespace
+
+void set_allow_tf32(bool allow) { cuda::set_allow_tf32(allow); }
+bool allow_tf32() { return cuda::allow_tf32(); }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_same_device("matmul", {a, b});

@@ -8,12 +8,9 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "ops/backend.h"
-#include "ops/cpu/expert_kernels.h"
+#include "ops/kernels/moe.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
-#if UOE_WITH_CUDA
-#include "cuda/expert_kernels.h"
-#endif
 
 namespace uoe::ops {
 namespace {
@@ -52,21 +49,18 @@ Tensor checked_slots(const char* op, const char* arg, const Tensor& indices, int
 
 // The plan of an expert_ffn call on the device of its tensors: built on the host from a host copy of the
 // indices, or on the GPU (cuda::plan_experts: the experts' row counts are the one copy to the host). It converts
-// to the plan type of either kernel family, so one UOE_KERNEL call serves both.
+// to the plan type of either backend (ops/kernels/moe.h), so one UOE_KERNEL call serves both.
 struct ExpertRouting {
-  std::optional<cpu::ExpertPlan> host;
-  operator const cpu::ExpertPlan&() const { return *host; }
-#if UOE_WITH_CUDA
-  std::optional<cuda::DeviceExpertPlan> device;
-  operator const cuda::DeviceExpertPlan&() const { return *device; }
-#endif
+  std::optional<kernels::ExpertPlan> host;
+  operator const kernels::ExpertPlan&() const { return *host; }
+  std::optional<kernels::DeviceExpertPlan> device;
+  operator const kernels::DeviceExpertPlan&() const { return *device; }
 };
 
-std::shared_ptr<const ExpertRouting> plan_routing(const Tensor& indices, const cpu::ExpertShape& s,
+std::shared_ptr<const ExpertRouting> plan_routing(const Tensor& indices, const kernels::ExpertShape& s,
                                                   const std::string& shapes) {
   const char* op = "expert_ffn";
   auto routing = std::make_shared<ExpertRouting>();
-#if UOE_WITH_CUDA
   if (indices.is_cuda()) {
     const Tensor idx = indices.to(DType::Int64).contiguous();
     routing->device = cuda::plan_experts(idx.data_ptr<int64_t>(), s.T, s.K, s.n);
@@ -74,7 +68,6 @@ std::shared_ptr<const ExpertRouting> plan_routing(const Tensor& indices, const c
       bad_slot(op, "indices", routing->device->bad_slot, s.K, routing->device->bad_index, s.n, shapes);
     return routing;
   }
-#endif
   const Tensor idx = checked_slots(op, "indices", indices, s.n, shapes);
   routing->host = cpu::plan_experts(idx.data_ptr<int64_t>(), s.T, s.K, s.n);
   return routing;
@@ -84,9 +77,9 @@ std::shared_ptr<const ExpertRouting> plan_routing(const Tensor& indices, const c
 // Forward: rank per token, softmax in double; backward: softmax Jacobian restricted to the selected experts.
 struct RouteBackward final : autograd::Node {
   std::string op;
-  cpu::RouteSpec spec;
+  kernels::RouteSpec spec;
   DType dtype;
-  RouteBackward(std::string o, cpu::RouteSpec s, DType d) : op(std::move(o)), spec(s), dtype(d) {}
+  RouteBackward(std::string o, kernels::RouteSpec s, DType d) : op(std::move(o)), spec(s), dtype(d) {}
   std::string name() const override { return op; }
   std::vector<Tensor> apply(const Tensor& g_in) override {
     const Tensor idx = saved(0), w = saved(1), probs = saved(2);
@@ -115,7 +108,7 @@ Route route(const char* op, const Tensor& scores, int64_t k, double p, RouteWeig
   const Tensor s = prep(scores);
   Tensor idx = empty({T, k}, int64_on(s.device())), w = empty({T, k}, like(s));
   Tensor probs = full ? empty({T, n}, like(s)) : Tensor();
-  const cpu::RouteSpec spec{T, n, k, p, full};
+  const kernels::RouteSpec spec{T, n, k, p, full};
   dispatch_float(s.dtype(), op, [&](auto tag) {
     using T_ = typename decltype(tag)::type;
     UOE_KERNEL(s, route_forward<T_>(spec, s.data_ptr<T_>(), idx.data_ptr<int64_t>(), w.data_ptr<T_>(),
@@ -152,10 +145,10 @@ struct GroupL2NormBackward final : autograd::Node {
 
 // ================================ expert_ffn ================================
 struct ExpertFfnBackward final : autograd::Node {
-  cpu::ExpertShape shape;
+  kernels::ExpertShape shape;
   std::shared_ptr<const ExpertRouting> plan;
   DType dtype;
-  ExpertFfnBackward(cpu::ExpertShape s, std::shared_ptr<const ExpertRouting> p, DType d)
+  ExpertFfnBackward(kernels::ExpertShape s, std::shared_ptr<const ExpertRouting> p, DType d)
       : shape(s), plan(std::move(p)), dtype(d) {}
   std::string name() const override { return "expert_ffn"; }
   // Inputs: x, indices, weights, W_gate, W_up, W_down, gate_input.
@@ -169,13 +162,11 @@ struct ExpertFfnBackward final : autograd::Node {
     };
     Tensor dx = grad_if(0, x), dw = grad_if(2, w), dwg = grad_if(3, wg), dwu = grad_if(4, wu), dwd = grad_if(5, wd),
            dgate = grad_if(6, gate);
-    if (native) {
-#if UOE_WITH_CUDA
+    if (native) {  // the GPU's bfloat16 kernels
       using B = BFloat16;
       cuda::expert_ffn_backward_bf16(shape, *plan, x.data_ptr<B>(), cptr<B>(gate), w.data_ptr<B>(), wg.data_ptr<B>(),
                                      wu.data_ptr<B>(), wd.data_ptr<B>(), g.data_ptr<B>(), mptr<B>(dx), mptr<B>(dw),
                                      mptr<B>(dgate), mptr<B>(dwg), mptr<B>(dwu), mptr<B>(dwd));
-#endif
     } else {
       dispatch_float(x.dtype(), "expert_ffn", [&](auto tag) {
         using T = typename decltype(tag)::type;
@@ -193,9 +184,9 @@ struct ExpertFfnBackward final : autograd::Node {
 };
 
 // Validates the expert_ffn arguments; returns the geometry (K, n, D, d_g filled in).
-cpu::ExpertShape check_expert_ffn(const Tensor& x, const Tensor& indices, const Tensor& weights, const Tensor& wg,
-                                  const Tensor& wu, const Tensor& wd, int64_t r0, int64_t r1, const Tensor& gate,
-                                  std::string& shapes) {
+kernels::ExpertShape check_expert_ffn(const Tensor& x, const Tensor& indices, const Tensor& weights,
+                                      const Tensor& wg, const Tensor& wu, const Tensor& wd, int64_t r0, int64_t r1,
+                                      const Tensor& gate, std::string& shapes) {
   const char* op = "expert_ffn";
   if (gate.defined())
     check_same_device(op, {x, indices, weights, wg, wu, wd, gate});
@@ -339,7 +330,8 @@ std::array<Tensor, 3> padded_neuron_range(const Tensor& w_gate, const Tensor& w_
 Tensor expert_ffn(const Tensor& x, const Tensor& indices, const Tensor& weights, const Tensor& w_gate,
                   const Tensor& w_up, const Tensor& w_down, int64_t r0, int64_t r1, const Tensor& gate_input) {
   std::string shapes;
-  const cpu::ExpertShape s = check_expert_ffn(x, indices, weights, w_gate, w_up, w_down, r0, r1, gate_input, shapes);
+  const kernels::ExpertShape s =
+      check_expert_ffn(x, indices, weights, w_gate, w_up, w_down, r0, r1, gate_input, shapes);
   constexpr int64_t kAligned = 8;  // neurons: 16 bytes of bfloat16
   if (x.is_cuda() && (r0 % kAligned != 0 || (r1 - r0) % kAligned != 0)) {
     const auto [wg, wu, wd] = padded_neuron_range(w_gate, w_up, w_down, r0, r1, kAligned);
@@ -353,11 +345,9 @@ Tensor expert_ffn(const Tensor& x, const Tensor& indices, const Tensor& weights,
   const Tensor xc = in(x), wc = in(weights), wgc = in(w_gate), wuc = in(w_up), wdc = in(w_down), gc = in(gate_input);
   Tensor y = empty({s.T, s.d}, like(xc));  // [T, d]
   if (native) {
-#if UOE_WITH_CUDA
     using B = BFloat16;
     cuda::expert_ffn_forward_bf16(s, *plan, xc.data_ptr<B>(), cptr<B>(gc), wc.data_ptr<B>(), wgc.data_ptr<B>(),
                                   wuc.data_ptr<B>(), wdc.data_ptr<B>(), y.data_ptr<B>());
-#endif
   } else {
     dispatch_float(xc.dtype(), "expert_ffn", [&](auto tag) {
       using T = typename decltype(tag)::type;

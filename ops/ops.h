@@ -56,6 +56,10 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 // ---- linear algebra (ops/matmul.cpp) ----
 // a: [..., M, K] (or [K]), b: [..., K, N] (or [K]); batch dims broadcast.
 Tensor matmul(const Tensor& a, const Tensor& b);
+// float32 GEMMs on a GPU may use TF32 tensor cores (10-bit mantissa inputs, float32 accumulation), as PyTorch's
+// allow_tf32. Default: off (exact float32, the CPU-parity setting). The CPU, and a build without CUDA, ignore it.
+void set_allow_tf32(bool allow);
+bool allow_tf32();
 
 // ---- neural-network ops ----
 Tensor softmax(const Tensor& x, int64_t dim = -1);

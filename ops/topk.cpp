@@ -2,12 +2,9 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "ops/backend.h"
-#include "ops/cpu/index_kernels.h"
+#include "ops/kernels/index.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
-#if UOE_WITH_CUDA
-#include "cuda/index_kernels.h"
-#endif
 
 namespace uoe::ops {
 

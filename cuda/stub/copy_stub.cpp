@@ -7,5 +7,8 @@ namespace uoe::cuda {
 
 void copy_cast(const Tensor&, const Tensor&) { no_cuda("copy_cast"); }
 void fill(const Tensor&, double) { no_cuda("fill"); }
+void copy_bytes(void*, Device dst, const void*, Device src, size_t) {
+  fail("[to] copying between ", src.str(), " and ", dst.str(), " needs a CUDA build (configure with UOE_CUDA=ON)");
+}
 
 }  // namespace uoe::cuda

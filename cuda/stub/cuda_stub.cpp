@@ -9,8 +9,5 @@ int device_count() { return 0; }
 void set_device(int device) {
   fail("[set_device] cuda:", device, " needs a CUDA build (configure with UOE_CUDA=ON)");
 }
-void copy_bytes(void*, Device dst, const void*, Device src, size_t) {
-  fail("[to] copying between ", src.str(), " and ", dst.str(), " needs a CUDA build (configure with UOE_CUDA=ON)");
-}
 
 }  // namespace uoe::cuda

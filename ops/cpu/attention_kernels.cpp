@@ -1,5 +1,5 @@
 // CPU fused attention kernels: tiled online-softmax forward/backward, OpenMP-parallel, deterministic, ISA-dispatched.
-#include "ops/cpu/attention_kernels.h"
+#include "ops/kernels/attention.h"
 
 #include <omp.h>
 

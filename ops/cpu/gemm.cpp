@@ -1,5 +1,5 @@
 // CPU GEMM: ISA dispatch, portable kernels, the threaded packed (GotoBLAS-style) driver and batching.
-#include "ops/cpu/gemm.h"
+#include "ops/kernels/gemm.h"
 
 #include <omp.h>
 
@@ -343,7 +343,7 @@ GemmIsa gemm_active_isa() {
 
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
-          const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+          const T* B, int64_t ldb, T beta, T* C, int64_t ldc, const char*) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == T(0)) {
     detail::scale_c(M, N, beta, C, ldc);
@@ -355,7 +355,7 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
 template <typename T>
 void gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha,
                   const T* A, int64_t lda, int64_t stride_a, const T* B, int64_t ldb, int64_t stride_b, T beta,
-                  T* C, int64_t ldc, int64_t stride_c) {
+                  T* C, int64_t ldc, int64_t stride_c, const char*) {
   if (batch <= 0 || M <= 0 || N <= 0) return;
   const int maxt = omp_in_parallel() ? 1 : omp_get_max_threads();
   const double flops = 2.0 * double(M) * double(N) * double(std::max<int64_t>(K, 1));
@@ -376,13 +376,14 @@ void gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t 
 }
 
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
-                          int64_t, float, float*, int64_t);
+                          int64_t, float, float*, int64_t, const char*);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
-                           const double*, int64_t, double, double*, int64_t);
+                           const double*, int64_t, double, double*, int64_t, const char*);
 template void gemm_batched<float>(int64_t, bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
-                                  int64_t, const float*, int64_t, int64_t, float, float*, int64_t, int64_t);
+                                  int64_t, const float*, int64_t, int64_t, float, float*, int64_t, int64_t,
+                                  const char*);
 template void gemm_batched<double>(int64_t, bool, bool, int64_t, int64_t, int64_t, double, const double*,
                                    int64_t, int64_t, const double*, int64_t, int64_t, double, double*, int64_t,
-                                   int64_t);
+                                   int64_t, const char*);
 
 }  // namespace uoe::cpu

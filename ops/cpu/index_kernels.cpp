@@ -1,6 +1,6 @@
 // CPU indexing kernels. Writes are partitioned so that no two threads touch one output
 // element and every sum runs in index order: results never depend on the thread count.
-#include "ops/cpu/index_kernels.h"
+#include "ops/kernels/index.h"
 
 #include <omp.h>
 
@@ -169,6 +169,13 @@ std::pair<Tensor, Tensor> topk(const Tensor& x_in, int64_t k, int64_t dim, bool 
     }
   });
   return {values.transpose(dim, -1).contiguous(), indices.transpose(dim, -1).contiguous()};
+}
+
+int64_t first_out_of_range(const Tensor& index, int64_t size) {
+  const int64_t* p = index.data_ptr<int64_t>();
+  for (int64_t i = 0; i < index.numel(); ++i)
+    if (p[i] < 0 || p[i] >= size) return i;
+  return -1;
 }
 
 }  // namespace uoe::cpu

@@ -2,23 +2,19 @@
 // packing, empty_cache, the out-of-memory message, thread safety; and the CUDA error checks. Skips without a GPU.
 #include <gtest/gtest.h>
 
-#include <string>
-
-#include "core/allocator.h"
-#include "core/error.h"
-#include "cuda/cuda_api.h"
-
-#if UOE_WITH_CUDA
 #include <algorithm>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "core/allocator.h"
+#include "core/error.h"
 #include "core/tensor.h"
 #include "cuda/caching_allocator.h"
 #include "cuda/check.h"
+#include "cuda/cuda_api.h"
 #include "cuda/stream.h"
-#endif
 
 namespace uoe {
 namespace {
@@ -29,8 +25,6 @@ class CudaAllocator : public ::testing::Test {
     if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible (CPU-only build or no GPU): CUDA tests skipped";
   }
 };
-
-#if UOE_WITH_CUDA
 
 constexpr size_t kMiB = size_t(1) << 20;
 
@@ -245,8 +239,6 @@ TEST_F(CudaAllocator, ThreadsAllocateAndFreeConcurrently) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(cuda::memory_stats(0).allocated, base);
 }
-
-#endif
 
 }  // namespace
 }  // namespace uoe

@@ -11,16 +11,13 @@
 #include "core/allocator.h"
 #include "core/rng.h"
 #include "cuda/cuda_api.h"
-#include "ops/ops.h"
-#if UOE_WITH_CUDA
-#include "cuda/index_kernels.h"
 #include "cuda/stream.h"
 #include "ops/kernels/copy.h"
 #include "ops/kernels/elementwise.h"
+#include "ops/kernels/index.h"
 #include "ops/kernels/random.h"
 #include "ops/kernels/reduce.h"
-#include "ops/cpu/index_kernels.h"
-#endif
+#include "ops/ops.h"
 
 namespace uoe {
 namespace {
@@ -31,8 +28,6 @@ class CudaKernels : public ::testing::Test {
     if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible (CPU-only build or no GPU): CUDA tests skipped";
   }
 };
-
-#if UOE_WITH_CUDA
 
 const Device kGpu = Device::cuda(0);
 Tensor dev(const Tensor& t) { return t.to(kGpu); }
@@ -456,8 +451,6 @@ TEST_F(CudaKernels, UniformMatchesTheCpuStreamBitForBit) {
   expect_same_bits(rand({3, 333}, TensorOptions{}.with_device(kGpu), &g1), rand({3, 333}, {}, &g2), "rand");
   EXPECT_EQ(g1.offset(), g2.offset());
 }
-
-#endif  // UOE_WITH_CUDA
 
 }  // namespace
 }  // namespace uoe

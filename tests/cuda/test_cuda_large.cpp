@@ -2,19 +2,14 @@
 // the elements and rows at the very end (where a 32-bit index would have wrapped), and the accuracy of a column sum
 // that long. Skips without a GPU, or when the GPU has less than 32 GiB free.
 #include <gtest/gtest.h>
+#include <cuda_runtime.h>
 
 #include "cuda/cuda_api.h"
 #include "gradcheck.h"
 #include "ops/ops.h"
 
-#if UOE_WITH_CUDA
-#include <cuda_runtime.h>
-#endif
-
 namespace uoe {
 namespace {
-
-#if UOE_WITH_CUDA
 
 class CudaLarge : public ::testing::Test {
  protected:
@@ -59,8 +54,6 @@ TEST_F(CudaLarge, ColumnSumPast2To31ElementsKeepsFloat32Accuracy) {
   const Tensor want = ops::sum(x.narrow(1, cols - 64, 64).to(Device::cpu()).to(DType::Float64), {0});
   EXPECT_LT(ops::max(ops::abs(got - want) / want).item<double>(), 1e-6);
 }
-
-#endif
 
 }  // namespace
 }  // namespace uoe

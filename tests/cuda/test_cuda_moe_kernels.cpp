@@ -9,17 +9,14 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "cuda/attention_mma.h"
 #include "cuda/cuda_api.h"
-#include "ops/cpu/attention_kernels.h"
-#include "ops/cpu/expert_kernels.h"
+#include "cuda/stream.h"
+#include "ops/kernels/attention.h"
+#include "ops/kernels/gemm.h"
+#include "ops/kernels/moe.h"
 #include "ops/moe.h"
 #include "ops/ops.h"
-#if UOE_WITH_CUDA
-#include "cuda/attention_kernels.h"
-#include "cuda/expert_kernels.h"
-#include "cuda/gemm.h"
-#include "cuda/stream.h"
-#endif
 
 namespace uoe {
 namespace {
@@ -30,8 +27,6 @@ class CudaMoeKernels : public ::testing::Test {
     if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible (CPU-only build or no GPU): CUDA tests skipped";
   }
 };
-
-#if UOE_WITH_CUDA
 
 const Device kGpu = Device::cuda(0);
 
@@ -84,7 +79,7 @@ Tensor tie_scores(int64_t T, int64_t n, DType dt) {
 template <typename T>
 void check_route(int64_t K, double p, bool full_softmax) {
   const int64_t Tn = 50, n = 7;
-  const cpu::RouteSpec s{Tn, n, K, p, full_softmax};
+  const kernels::RouteSpec s{Tn, n, K, p, full_softmax};
   const Tensor scores = tie_scores(Tn, n, dtype_of<T>());
   Tensor idx = empty({Tn, K}, TensorOptions{}.with_dtype(DType::Int64)), w = empty({Tn, K}, opts<T>()),
          probs = empty({Tn, n}, opts<T>());
@@ -174,11 +169,11 @@ Tensor make_indices(int64_t T, int64_t K, int64_t n, bool all_empty) {
 template <typename T>
 void check_expert_ffn(bool with_gate, int64_t r0, int64_t r1, bool all_empty, double tolerance = tol<T>()) {
   const int64_t Tn = 37, K = 3, n = 5, d = 24, D = 40, dg = with_gate ? 12 : d;
-  const cpu::ExpertShape s{Tn, K, n, d, dg, D, r0, r1, false};
+  const kernels::ExpertShape s{Tn, K, n, d, dg, D, r0, r1, false};
   const Tensor idx = make_indices(Tn, K, n, all_empty);
-  const cpu::ExpertPlan plan = cpu::plan_experts(ptr<int64_t>(idx), Tn, K, n);
+  const kernels::ExpertPlan plan = cpu::plan_experts(ptr<int64_t>(idx), Tn, K, n);
   const Tensor gidx = to_gpu(idx);
-  const cuda::DeviceExpertPlan gplan = cuda::plan_experts(ptr<int64_t>(gidx), Tn, K, n);
+  const kernels::DeviceExpertPlan gplan = cuda::plan_experts(ptr<int64_t>(gidx), Tn, K, n);
   const Tensor x = randn({Tn, d}, opts<T>()), w = rand({Tn, K}, opts<T>()), wg = randn({n, dg, D}, opts<T>()) * 0.3,
                wu = randn({n, d, D}, opts<T>()) * 0.3, wd = randn({n, D, d}, opts<T>()) * 0.3,
                gate = with_gate ? randn({Tn, n, dg}, opts<T>()) : Tensor(), dy = randn({Tn, d}, opts<T>());
@@ -247,9 +242,9 @@ TEST_F(CudaMoeKernels, DevicePlanIsTheCpuPlan) {
   for (auto [T, K, n, all_empty] : std::vector<std::tuple<int64_t, int64_t, int64_t, bool>>{
            {37, 3, 5, false}, {1500, 2, 8, false}, {700, 8, 64, false}, {9, 2, 4, true}}) {
     const Tensor idx = make_indices(T, K, n, all_empty);
-    const cpu::ExpertPlan want = cpu::plan_experts(ptr<int64_t>(idx), T, K, n);
+    const kernels::ExpertPlan want = cpu::plan_experts(ptr<int64_t>(idx), T, K, n);
     const Tensor gidx = to_gpu(idx);
-    const cuda::DeviceExpertPlan got = cuda::plan_experts(ptr<int64_t>(gidx), T, K, n);
+    const kernels::DeviceExpertPlan got = cuda::plan_experts(ptr<int64_t>(gidx), T, K, n);
     const std::string what = "T=" + std::to_string(T) + " K=" + std::to_string(K) + " n=" + std::to_string(n);
     ASSERT_EQ(got.bad_slot, -1) << what;
     EXPECT_EQ(got.offsets, want.offsets) << what;
@@ -267,7 +262,7 @@ TEST_F(CudaMoeKernels, DevicePlanIsTheCpuPlan) {
 TEST_F(CudaMoeKernels, DevicePlanReportsTheFirstBadIndex) {
   const Tensor idx = from_vector<int64_t>({0, 1, -1, 2, 7, 1, -3, 0}, {4, 2});
   const Tensor gidx = to_gpu(idx);
-  const cuda::DeviceExpertPlan plan = cuda::plan_experts(ptr<int64_t>(gidx), 4, 2, 4);
+  const kernels::DeviceExpertPlan plan = cuda::plan_experts(ptr<int64_t>(gidx), 4, 2, 4);
   EXPECT_EQ(plan.bad_slot, 4);
   EXPECT_EQ(plan.bad_index, 7);
   // and the op names it as on the CPU
@@ -295,13 +290,13 @@ struct AttnCase {
 };
 
 // q, out, dout laid out [B, T, H, Dh] (the layout the op produces), k, v contiguous [B, Hkv, T, Dh].
-cpu::AttnStrides bthd(const AttnCase& c, int64_t heads) { return {c.T * heads * c.Dh, c.Dh, heads * c.Dh}; }
-cpu::AttnStrides bhtd(const AttnCase& c, int64_t heads) { return {heads * c.T * c.Dh, c.T * c.Dh, c.Dh}; }
+kernels::AttnStrides bthd(const AttnCase& c, int64_t heads) { return {c.T * heads * c.Dh, c.Dh, heads * c.Dh}; }
+kernels::AttnStrides bhtd(const AttnCase& c, int64_t heads) { return {heads * c.T * c.Dh, c.T * c.Dh, c.Dh}; }
 
 template <typename T>
 void check_attention(const AttnCase& c) {
-  const cpu::AttnShape s{c.B, c.H, c.Hkv, c.T, c.Dh, 1.0 / std::sqrt(double(c.Dh)), c.causal};
-  const cpu::AttnStrides qs = bthd(c, c.H), ks = bhtd(c, c.Hkv);
+  const kernels::AttnShape s{c.B, c.H, c.Hkv, c.T, c.Dh, 1.0 / std::sqrt(double(c.Dh)), c.causal};
+  const kernels::AttnStrides qs = bthd(c, c.H), ks = bhtd(c, c.Hkv);
   const Tensor q = randn({c.B, c.T, c.H, c.Dh}, opts<T>()), k = randn({c.B, c.Hkv, c.T, c.Dh}, opts<T>()),
                v = randn({c.B, c.Hkv, c.T, c.Dh}, opts<T>()), dout = randn({c.B, c.T, c.H, c.Dh}, opts<T>());
   Tensor out = empty(q.shape(), opts<T>()), lse = empty({c.B, c.H, c.T}, opts<T>()), dq = empty(q.shape(), opts<T>()),
@@ -342,8 +337,8 @@ TEST_F(CudaMoeKernels, AttentionDoubleMatchesCpu) {
 
 // bf16 against the CPU float32 kernels on the same bf16-rounded inputs.
 void check_attention_bf16(const AttnCase& c, bool expect_tensor_cores) {
-  const cpu::AttnShape s{c.B, c.H, c.Hkv, c.T, c.Dh, 1.0 / std::sqrt(double(c.Dh)), c.causal};
-  const cpu::AttnStrides qs = bthd(c, c.H), ks = bhtd(c, c.Hkv);
+  const kernels::AttnShape s{c.B, c.H, c.Hkv, c.T, c.Dh, 1.0 / std::sqrt(double(c.Dh)), c.causal};
+  const kernels::AttnStrides qs = bthd(c, c.H), ks = bhtd(c, c.Hkv);
   const DType bf = DType::BFloat16;
   const Tensor q = randn({c.B, c.T, c.H, c.Dh}).to(bf), k = randn({c.B, c.Hkv, c.T, c.Dh}).to(bf),
                v = randn({c.B, c.Hkv, c.T, c.Dh}).to(bf), dout = randn({c.B, c.T, c.H, c.Dh}).to(bf);
@@ -394,8 +389,6 @@ TEST_F(CudaMoeKernels, AttentionBf16MatchesCpuFloat) {
   check_attention_bf16({1, 2, 1, 300, 128, true}, true);    // 128-query tiles: a full one, a partial one
   check_attention_bf16({1, 3, 1, 77, 32, true}, false);  // scalar kernels on bf16 storage
 }
-
-#endif  // UOE_WITH_CUDA
 
 }  // namespace
 }  // namespace uoe

@@ -2,21 +2,18 @@
 // per-tensor one (bit for bit), and nn::AdamW / nn::SGD on CUDA parameters. Skips without a GPU.
 #include <gtest/gtest.h>
 
-#include "core/tensor.h"
-#include "cuda/cuda_api.h"
-
-#if UOE_WITH_CUDA
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
 
 #include "core/rng.h"
-#include "gradcheck.h"
+#include "core/tensor.h"
+#include "cuda/cuda_api.h"
 #include "cuda/stream.h"
+#include "gradcheck.h"
 #include "nn/optim.h"
 #include "ops/kernels/optimizer.h"
-#endif
 
 namespace uoe {
 namespace {
@@ -27,8 +24,6 @@ class CudaOptimizer : public ::testing::Test {
     if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible (CPU-only build or no GPU): CUDA tests skipped";
   }
 };
-
-#if UOE_WITH_CUDA
 
 const Device kGpu = Device::cuda(0);
 
@@ -237,8 +232,6 @@ TEST_F(CudaOptimizer, GradientOnAnotherDeviceIsRefused) {
   EXPECT_NE(msg.find("[set_grad]"), std::string::npos) << msg;
   EXPECT_NE(msg.find("expected the same shape, dtype and device"), std::string::npos) << msg;
 }
-
-#endif
 
 }  // namespace
 }  // namespace uoe

@@ -14,16 +14,12 @@
 
 #include "core/tensor.h"
 #include "cuda/cuda_api.h"
+#include "cuda/stream.h"
 #include "ops/kernels/rope.h"
 #include "ops/kernels/rowwise.h"
-#if UOE_WITH_CUDA
-#include "cuda/stream.h"
-#endif
 
 namespace uoe {
 namespace {
-
-#if UOE_WITH_CUDA
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -459,12 +455,6 @@ TYPED_TEST(CudaRowwise, EmptyShapesWriteNothing) {
   cuda::cross_entropy_forward(0, 4, ptr<T>(d_y), static_cast<const int64_t*>(nullptr), -100, ptr<T>(d_y), ptr<T>(d_y));
   for (T v : host<T>(d_y)) EXPECT_TRUE(std::isnan(double(v)));
 }
-
-#else
-
-TEST(CudaRowwise, SkippedWithoutCuda) { GTEST_SKIP() << "CPU-only build: CUDA kernel tests skipped"; }
-
-#endif
 
 }  // namespace
 }  // namespace uoe

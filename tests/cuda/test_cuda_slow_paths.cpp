@@ -8,11 +8,8 @@
 #include "core/slow_paths.h"
 #include "core/tensor.h"
 #include "cuda/cuda_api.h"
-#include "ops/ops.h"
-
-#if UOE_WITH_CUDA
 #include "cuda/grouped_gemm.h"
-#endif
+#include "ops/ops.h"
 
 namespace uoe {
 namespace {
@@ -56,7 +53,6 @@ TEST_F(CudaSlowPaths, Bf16AttentionCountsEachScalarFallbackByReason) {
   EXPECT_TRUE(named);
 }
 
-#if UOE_WITH_CUDA
 TEST_F(CudaSlowPaths, GroupedGemmWithAnUnalignedBf16MatrixIsCounted) {
   const std::string name = "grouped_gemm_per_problem.misaligned";
   const Tensor a = gpu_bf16({8 + 8 * 8}), b = gpu_bf16({8, 8}), c = zeros({2, 8, 8}, kGpuBf16);
@@ -71,7 +67,6 @@ TEST_F(CudaSlowPaths, GroupedGemmWithAnUnalignedBf16MatrixIsCounted) {
                                "test");
   EXPECT_EQ(count_of(name), before + 1);
 }
-#endif
 
 }  // namespace
 }  // namespace uoe

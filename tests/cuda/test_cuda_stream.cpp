@@ -1,21 +1,17 @@
 // Devices, streams and events (cuda/stream.h): guards restore what they change, events time and order work.
 // Skips without a GPU.
 #include <gtest/gtest.h>
+#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <vector>
 
 #include "core/error.h"
 #include "core/tensor.h"
-#include "cuda/cuda_api.h"
-
-#if UOE_WITH_CUDA
-#include <cuda_runtime.h>
-
 #include "cuda/check.h"
+#include "cuda/cuda_api.h"
 #include "cuda/host_upload.h"
 #include "cuda/stream.h"
-#endif
 
 namespace uoe {
 namespace {
@@ -26,8 +22,6 @@ class CudaStream : public ::testing::Test {
     if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible (CPU-only build or no GPU): CUDA tests skipped";
   }
 };
-
-#if UOE_WITH_CUDA
 
 TEST_F(CudaStream, DefaultStreamIsTheLegacyStreamAndGuardsRestoreIt) {
   EXPECT_EQ(cuda::current_stream(0), nullptr);
@@ -97,8 +91,6 @@ TEST_F(CudaStream, HostUploadsArriveWhateverTheHostDoesNext) {
     ASSERT_EQ(dev.to(Device::cpu()).to_vector<int64_t>(), want) << "upload " << i << " of " << n << " elements";
   }
 }
-
-#endif
 
 // Without a GPU too: a device that does not exist is refused by name.
 TEST(CudaSetDevice, RefusesADeviceThatDoesNotExist) {

@@ -12,9 +12,7 @@
 #include "fixtures.h"
 #include "nn/checkpoint.h"
 #include "nn/trainer.h"
-#if UOE_WITH_CUDA
-#include "cuda/gemm.h"
-#endif
+#include "ops/ops.h"
 
 namespace uoe::nn {
 namespace {
@@ -25,8 +23,6 @@ class CudaTraining : public ::testing::Test {
     if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible (CPU-only build or no GPU): GPU training skipped";
   }
 };
-
-#if UOE_WITH_CUDA
 
 TEST_F(CudaTraining, EveryKindLearnsInBf16OnTheGpu) {
   const std::string dir = test::temp_dir("cuda_train");
@@ -50,9 +46,9 @@ TEST_F(CudaTraining, EveryKindLearnsInBf16OnTheGpu) {
     o.compute_dtype = DType::BFloat16;
     o.checkpoint_activations = c.checkpoint;
     o.param_dtype = c.params;
-    const bool tf32_before = cuda::allow_tf32();
+    const bool tf32_before = ops::allow_tf32();
     const TrainResult r = train(test::micro_config(c.kind), o, *data, *tok);
-    EXPECT_EQ(cuda::allow_tf32(), tf32_before) << name << ": the run must put TF32 back";
+    EXPECT_EQ(ops::allow_tf32(), tf32_before) << name << ": the run must put TF32 back";
     const std::vector<json::Value> lines = test::metric_lines(o.out_dir);
     ASSERT_EQ(lines.size(), 30u) << name;
     const double first = lines.front().at("train_loss").as_double(), last = lines.back().at("train_loss").as_double();
@@ -169,10 +165,6 @@ TEST_F(CudaTraining, CliEvalAndSampleOnTheGpu) {
   GTEST_SKIP() << "built without the uoe program";
 #endif
 }
-
-#else
-TEST_F(CudaTraining, NeedsACudaBuild) {}
-#endif
 
 }  // namespace
 }  // namespace uoe::nn

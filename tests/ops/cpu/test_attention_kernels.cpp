@@ -14,7 +14,7 @@
 #include <tuple>
 #include <vector>
 
-#include "ops/cpu/attention_kernels.h"
+#include "ops/kernels/attention.h"
 
 namespace uoe::cpu {
 namespace {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "ops/cpu/gemm.h"
 #include "ops/cpu/gemm_isa.h"
+#include "ops/kernels/gemm.h"
 
 namespace {
 

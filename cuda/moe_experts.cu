@@ -1,6 +1,6 @@
 // uoe::cuda grouped SwiGLU experts (expert_ffn forward and backward): gather rows by expert, one grouped cuBLAS call
 // per GEMM stage, SwiGLU, combine and scatter back; float, double and bfloat16.
-#include "cuda/expert_kernels.h"
+#include "ops/kernels/moe.h"
 
 #include <cuda_runtime.h>
 
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cuda/activation.cuh"
-#include "cuda/expert_common.cuh"
+#include "cuda/moe_common.cuh"
 #include "cuda/grouped_gemm.h"
 #include "cuda/storage_access.cuh"
 

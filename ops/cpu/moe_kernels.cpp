@@ -1,5 +1,5 @@
 // uoe::cpu MoE kernels: routing, group L2 norm, router losses and the grouped SwiGLU expert FFN (fwd + bwd).
-#include "ops/cpu/expert_kernels.h"
+#include "ops/kernels/moe.h"
 
 #include <omp.h>
 
@@ -10,9 +10,9 @@
 #include <memory>
 #include <numeric>
 
-#include "ops/cpu/gemm.h"
 #include "ops/cpu/simd.h"
 #include "ops/cpu/vec_math.h"
+#include "ops/kernels/gemm.h"
 
 namespace uoe::cpu {
 namespace {

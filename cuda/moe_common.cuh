@@ -1,4 +1,4 @@
-// Host helpers shared by the CUDA MoE kernel files (routing_kernels.cu, expert_plan.cu, expert_ffn.cu): the
+// Host helpers shared by the CUDA MoE kernel files (moe_routing.cu, moe_plan.cu, moe_experts.cu): the
 // block size, grid sizing for grid-stride loops, device scratch and zeroing. Private to those files (nvcc only).
 #pragma once
 #include <cuda_runtime.h>

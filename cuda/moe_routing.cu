@@ -1,11 +1,11 @@
 // uoe::cuda MoE routing kernels: top-k / top-p routing (forward, backward) and the group L2 norm (forward, backward).
-#include "cuda/expert_kernels.h"
+#include "ops/kernels/moe.h"
 
 #include <cuda_runtime.h>
 
 #include <cmath>
 
-#include "cuda/expert_common.cuh"
+#include "cuda/moe_common.cuh"
 
 namespace uoe::cuda {
 namespace {

@@ -1,12 +1,12 @@
 // uoe::cuda expert plan on the device: per-expert slot counts (also load_balance_loss's) and the stable counting sort
 // of the routed slots into sorted rows, the CPU's cpu::plan_experts exactly.
-#include "cuda/expert_kernels.h"
+#include "ops/kernels/moe.h"
 
 #include <cuda_runtime.h>
 
 #include <vector>
 
-#include "cuda/expert_common.cuh"
+#include "cuda/moe_common.cuh"
 
 namespace uoe::cuda {
 namespace {
