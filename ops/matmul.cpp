@@ -73,8 +73,8 @@ Tensor matmul_2d_or_batched(const Tensor& a, const Tensor& b) {
   out_shape.push_back(M);
   out_shape.push_back(N);
   // bfloat16 stays bfloat16 on the CPU too: the bfloat16 GEMM reads it (float32 sums, rounded once).
-  const bool cpu_bf16 = !a.is_cuda() && a.dtype() == DType::BFloat16;
-  const Tensor ac = cpu_bf16 ? a : kernel_view(a), bc = cpu_bf16 ? b : kernel_view(b);
+  const bool on_cpu_bf16 = cpu_bf16(a);
+  const Tensor ac = on_cpu_bf16 ? a : kernel_view(a), bc = on_cpu_bf16 ? b : kernel_view(b);
   Tensor out = empty(out_shape, like(ac));
   if (out.numel() == 0) return restore_dtype(out, a.dtype());
   const GemmOperand A = gemm_operand(ac, batch), B = gemm_operand(bc, batch);
@@ -95,7 +95,7 @@ Tensor matmul_2d_or_batched(const Tensor& a, const Tensor& b) {
 #endif
     return restore_dtype(out, a.dtype());
   }
-  if (cpu_bf16) {
+  if (on_cpu_bf16) {
     cpu::gemm_batched_bf16<BFloat16>(nbatch, A.trans, B.trans, M, N, K, 1.0f, A.keep.data_ptr<BFloat16>(), A.ld,
                                      A.batch_stride, B.keep.data_ptr<BFloat16>(), B.ld, B.batch_stride, 0.0f,
                                      out.data_ptr<BFloat16>(), N, M * N);

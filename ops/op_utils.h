@@ -27,6 +27,8 @@ Tensor restore_dtype(const Tensor& t, DType dtype);
 // Whether ops with a native bfloat16 kernel use it for `t`: a bfloat16 tensor on a GPU (tensor-core GEMMs with
 // float32 accumulation). Elsewhere reduced floats are computed in float32.
 inline bool native_bf16(const Tensor& t) { return t.is_cuda() && t.dtype() == DType::BFloat16; }
+// A bfloat16 tensor on the CPU: ops with CPU bfloat16 kernels (the bfloat16 GEMM: matmul, expert_ffn) read it as it is.
+inline bool cpu_bf16(const Tensor& t) { return !t.is_cuda() && t.dtype() == DType::BFloat16; }
 // What a kernel with a bfloat16 variant reads: the tensor itself where that variant runs (native_bf16: it
 // computes in float32 and rounds once, as the float32 route does), else compute_view.
 inline Tensor kernel_view(const Tensor& t) { return native_bf16(t) ? t : compute_view(t); }

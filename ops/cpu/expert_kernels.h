@@ -3,11 +3,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/half.h"
+
 // Conventions shared by every kernel below:
 //  * All arrays are contiguous row-major; indices are int64 with -1 marking an empty slot and are validated by
 //    the caller (every other value lies in [0, n)). Outputs are overwritten, never accumulated into; an output
 //    pointer documented as nullable is skipped when null.
-//  * Instantiated for T = float and T = double. Float SwiGLU math uses uoe::cpu::vm (vectorised, ISA-dispatched).
+//  * Instantiated for T = float and T = double; expert_ffn also for T = BFloat16 (bfloat16 GEMMs summing in
+//    float32, the SwiGLU and the sums over slots in float32, results rounded once). Float SwiGLU math uses
+//    uoe::cpu::vm (vectorised, ISA-dispatched).
 //  * Threads: OpenMP over output rows (tokens, sorted pairs, weight rows), and for the experts either over experts
 //    (n >= 4 * threads, single-threaded GEMMs) or inside the packed uoe::cpu::gemm (itself thread-count
 //    independent). No element is ever summed into by two threads and every sum has a fixed order, so results are
@@ -81,17 +85,21 @@ void expert_ffn_backward(const ExpertShape& s, const ExpertPlan& plan, const T* 
                          const T* wg, const T* wu, const T* wd, const T* dy, T* dx, T* dweights, T* dgate, T* dwg,
                          T* dwu, T* dwd);
 
+#define UOE_EXPERT_FFN_EXTERN(T)                                                                                   \
+  extern template void expert_ffn_forward<T>(const ExpertShape&, const ExpertPlan&, const T*, const T*, const T*,  \
+                                             const T*, const T*, const T*, T*);                                    \
+  extern template void expert_ffn_backward<T>(const ExpertShape&, const ExpertPlan&, const T*, const T*, const T*, \
+                                              const T*, const T*, const T*, const T*, T*, T*, T*, T*, T*, T*);
 #define UOE_EXPERT_EXTERN(T)                                                                                       \
   extern template void route_forward<T>(const RouteSpec&, const T*, int64_t*, T*, T*);                             \
   extern template void route_backward<T>(const RouteSpec&, const int64_t*, const T*, const T*, const T*, T*);      \
   extern template void group_l2norm_forward<T>(int64_t, int64_t, int64_t, const T*, T*);                           \
   extern template void group_l2norm_backward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*);      \
-  extern template void expert_ffn_forward<T>(const ExpertShape&, const ExpertPlan&, const T*, const T*, const T*,  \
-                                             const T*, const T*, const T*, T*);                                    \
-  extern template void expert_ffn_backward<T>(const ExpertShape&, const ExpertPlan&, const T*, const T*, const T*, \
-                                              const T*, const T*, const T*, const T*, T*, T*, T*, T*, T*, T*);
+  UOE_EXPERT_FFN_EXTERN(T)
 UOE_EXPERT_EXTERN(float)
 UOE_EXPERT_EXTERN(double)
+UOE_EXPERT_FFN_EXTERN(BFloat16)
 #undef UOE_EXPERT_EXTERN
+#undef UOE_EXPERT_FFN_EXTERN
 
 }  // namespace uoe::cpu
