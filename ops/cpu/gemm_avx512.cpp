@@ -37,11 +37,7 @@ template <int R>
 UOE_AVX512 void micro_rows(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int nr,
                            float alpha, float beta) {
   __m512 c0[R], c1[R];
-#pragma GCC unroll 16
-  for (int i = 0; i < R; ++i) {
-    c0[i] = _mm512_setzero_ps();
-    c1[i] = _mm512_setzero_ps();
-  }
+  avx512::zero_rows<R>(c0, c1);
   // The C tile is prefetched for writing (prefetchw, also when beta == 0) at the start, which
   // hides a DRAM miss when kc is small, and again kTailK steps before the end, in case the
   // streaming of A and B evicted it from L1 meanwhile.

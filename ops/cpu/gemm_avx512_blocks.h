@@ -14,6 +14,16 @@ UOE_AVX512 inline __mmask16 mask_first(int64_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1u);
 }
 
+// Zeroes the two accumulator vectors of each of the R rows of a C tile.
+template <int R>
+UOE_AVX512 inline void zero_rows(__m512* c0, __m512* c1) {
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) {
+    c0[i] = _mm512_setzero_ps();
+    c1[i] = _mm512_setzero_ps();
+  }
+}
+
 // Stores alpha*acc (+ beta*C) into one row of C, masked to n columns of the two vectors.
 UOE_AVX512 inline void store_row(float* c, __m512 acc0, __m512 acc1, __mmask16 m0, __mmask16 m1,
                                  __m512 va, __m512 vb, int beta_kind) {

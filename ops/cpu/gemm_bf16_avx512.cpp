@@ -28,11 +28,7 @@ template <int R>
 UOE_AVX512_BF16 void micro_rows(int64_t kp, const BFloat16* a, const BFloat16* b, float* c, int64_t ldc, int nr,
                                 float alpha, float beta) {
   __m512 c0[R], c1[R];
-#pragma GCC unroll 16
-  for (int i = 0; i < R; ++i) {
-    c0[i] = _mm512_setzero_ps();
-    c1[i] = _mm512_setzero_ps();
-  }
+  avx512::zero_rows<R>(c0, c1);
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i) __builtin_prefetch(c + i * ldc, 1, 3);
   for (int64_t p = 0; p < kp / 2; ++p, a += 2 * MR, b += 2 * NR) {
