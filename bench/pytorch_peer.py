@@ -86,7 +86,7 @@ class Experts(nn.Module):
                 continue
             xe = x[tok]
             he = F.silu(xe @ self.wg[e][:, r0:]) * (xe @ self.wp[e][:, r0:])
-            y = y.index_add(0, tok, (he @ self.wo[e][r0:]) * w[tok, slot, None])
+            y = y.index_add(0, tok, ((he @ self.wo[e][r0:]) * w[tok, slot, None]).to(y.dtype))  # autocast: bf16
         return y
 
 
