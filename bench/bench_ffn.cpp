@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 
 #include "core/rng.h"
 #include "nn/ffn.h"
@@ -69,11 +70,13 @@ void BM_ExpertFfn(benchmark::State& state) {
 }
 BENCHMARK(BM_ExpertFfn)->Arg(0)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// A whole training step (forward, backward, clip, AdamW) at batch 16 x 256.
+// A whole training step (forward, backward, clip, AdamW) at batch 16 x 256, in float32 or in bfloat16 over float32
+// master weights (--dtype bf16).
 void BM_TrainStep(benchmark::State& state) {
   const nn::ModelConfig c = nn::load_model_config(kPresets[state.range(0)]);
   manual_seed(0);
   nn::LanguageModel model(c);
+  if (state.range(1)) model.compute_dtype = DType::BFloat16;
   nn::AdamW opt(model.named_parameters(), {});
   const Tensor ids = randint(0, c.vocab_size, {16, 256}), targets = randint(0, c.vocab_size, {16, 256});
   const std::vector<Tensor> params = model.parameters();
@@ -83,10 +86,13 @@ void BM_TrainStep(benchmark::State& state) {
     nn::clip_grad_norm(params, 1.0);
     opt.step(1e-3);
   }
-  state.SetLabel(kPresets[state.range(0)]);
+  state.SetLabel(std::string(kPresets[state.range(0)]) + (state.range(1) ? " bf16" : " f32"));
   state.counters["tokens/s"] = benchmark::Counter(16 * 256, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_TrainStep)->DenseRange(0, 3)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_TrainStep)
+    ->ArgNames({"preset", "bf16"})
+    ->ArgsProduct({{0, 1, 2, 3}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace uoe

@@ -6,12 +6,15 @@ training tokens/s (on a GPU: bf16 autocast over float32 weights, as `--dtype bf1
 scaled_dot_product_attention, FlashAttention's kernels).
     python3 bench/pytorch_peer.py train --arch uoe --threads 2 --steps 12 --data ../shared/data/tinyshakespeare.txt
     python3 bench/pytorch_peer.py train --preset small --device cuda --arch dense --batch 16 --steps 8
+cpu: every tiny preset in PyTorch's CPU configurations (eager float32, eager with bf16 autocast, torch.compile of
+each when it works), and torch.matmul float32 / bfloat16 GFLOP/s at 256..2048, the figures issue 20's bars compare
+uoe with; run it on PyTorch 2.x from bench/peer_env.sh's virtual environment:
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ~/.cache/uoe-peer/bin/python bench/pytorch_peer.py cpu --threads 2
 ops (GPU): bf16 GEMM and causal attention TFLOP/s at the shapes of uoe_bench's BM_GpuGemmBf16 and
 BM_GpuAttention{Fwd,Bwd}Bf16, counted the same way (the same-card reference of bench/gpu_check.sh's bars).
     python3 bench/pytorch_peer.py ops --json peer-ops.json
 probe (GPU): PyTorch's version, free GPU memory and a 2 GiB device-to-device copy's GB/s (gpu_check's preflight).
-The CPU peer runs on Debian's python3-torch (1.13: /usr/bin/python3 where another python comes first on PATH);
-the GPU paths need PyTorch 2.0 or later.
+The CPU peer is current PyTorch 2.x (bench/peer_env.sh); the GPU paths need PyTorch 2.0 or later too.
 """
 import argparse
 import contextlib
@@ -49,9 +52,9 @@ class Attention(nn.Module):
         q = rope(self.wq(x).view(B, T, HEADS, -1)).transpose(1, 2)
         k = rope(self.wk(x).view(B, T, HEADS, -1)).transpose(1, 2)
         v = self.wv(x).view(B, T, HEADS, -1).transpose(1, 2)
-        if x.is_cuda:  # FlashAttention's fused kernels
+        if hasattr(F, "scaled_dot_product_attention"):  # PyTorch 2.x: fused kernels (FlashAttention's on a GPU)
             o = F.scaled_dot_product_attention(q.to(v.dtype), k.to(v.dtype), v, is_causal=True)
-        else:  # the composed attention the CPU figures were measured with
+        else:  # PyTorch 1.x: composed
             s = q @ k.transpose(-1, -2) / math.sqrt(d // HEADS)
             s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
             o = s.softmax(-1) @ v
@@ -83,7 +86,7 @@ class Experts(nn.Module):
                 continue
             xe = x[tok]
             he = F.silu(xe @ self.wg[e][:, r0:]) * (xe @ self.wp[e][:, r0:])
-            y = y.index_add(0, tok, (he @ self.wo[e][r0:]) * w[tok, slot, None])
+            y = y.index_add(0, tok, ((he @ self.wo[e][r0:]) * w[tok, slot, None]).to(y.dtype))  # autocast: bf16
         return y
 
 
@@ -163,7 +166,8 @@ def train(a):
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
                             lr=1e-3, betas=(0.9, 0.95), **({"fused": True} if dev.type == "cuda" else {}))
     B, T = a.batch, CONTEXT
-    bf16 = dev.type == "cuda" and a.dtype == "bf16"
+    bf16 = (a.dtype or ("bf16" if dev.type == "cuda" else "f32")) == "bf16"  # autocast over float32 weights
+    forward = torch.compile(model) if a.compile else model
     times = []
     for step in range(a.steps):
         starts = torch.randint(0, len(data) - T - 1, (B,))
@@ -172,8 +176,8 @@ def train(a):
         if dev.type == "cuda":
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        with torch.autocast("cuda", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
-            logits = model(x)
+        with torch.autocast(dev.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
+            logits = forward(x)
         loss = F.cross_entropy(logits.view(-1, VOCAB).float() if bf16 else logits.view(-1, VOCAB), y.view(-1))
         opt.zero_grad()
         loss.backward()
@@ -183,10 +187,53 @@ def train(a):
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
     steady = times[2:] if len(times) > 4 else times
-    where = f"{a.threads} threads" if dev.type == "cpu" else f"{torch.cuda.get_device_name()} {a.dtype}"
-    print(f"pytorch {torch.__version__} {a.preset}-{a.arch}: {B * T * len(steady) / sum(steady):.0f} tokens/s "
+    where = (f"{a.threads} threads" if dev.type == "cpu" else torch.cuda.get_device_name()) + \
+        (" bf16 autocast" if bf16 else " f32") + (" compiled" if a.compile else " eager")
+    tokens_per_s = B * T * len(steady) / sum(steady)
+    print(f"pytorch {torch.__version__} {a.preset}-{a.arch}: {tokens_per_s:.0f} tokens/s "
           f"({where}, batch {B} x {T}, {len(steady)} timed steps, last loss {loss.item():.3f}, "
-          f"{sum(q.numel() for q in model.parameters()) / 1e6:.2f}M parameters)")
+          f"{sum(q.numel() for q in model.parameters()) / 1e6:.2f}M parameters)", flush=True)
+    return tokens_per_s
+
+
+def cpu_seconds(fn, min_seconds=1.0):
+    """Best time of one call over repeated calls for at least min_seconds (after a warm-up call)."""
+    fn()
+    best, spent = float("inf"), 0.0
+    while spent < min_seconds:
+        t0 = time.perf_counter()
+        fn()
+        dt = time.perf_counter() - t0
+        best, spent = min(best, dt), spent + dt
+    return best
+
+
+def cpu(a):
+    """PyTorch's CPU configurations of each tiny preset (tokens/s; the best of them is the bar's peer), then
+    torch.matmul GFLOP/s in float32 and bfloat16 (BM_Gemm_uoe / BM_GemmBf16_uoe's shapes)."""
+    torch.set_num_threads(a.threads)
+    print(f"PyTorch {torch.__version__}, {a.threads} threads, CPU capability {torch.backends.cpu.get_cpu_capability()}",
+          flush=True)
+    for arch in a.archs.split(","):
+        best = {}
+        for dtype, compiled in (("f32", False), ("bf16", False), ("f32", True), ("bf16", True)):
+            run = argparse.Namespace(arch=arch, preset="tiny", device="cpu", dtype=dtype, threads=a.threads,
+                                     batch=a.batch, steps=a.steps, data=a.data, compile=compiled)
+            name = ("bf16 autocast" if dtype == "bf16" else "f32") + (" compiled" if compiled else " eager")
+            try:
+                best[name] = train(run)
+            except Exception as e:  # torch.compile may not work on this machine or model
+                print(f"pytorch tiny-{arch} {name}: failed ({type(e).__name__}: {str(e).splitlines()[0][:200]})",
+                      flush=True)
+        if best:
+            name = max(best, key=best.get)
+            print(f"best PyTorch configuration of tiny-{arch}: {name}, {best[name]:.0f} tokens/s", flush=True)
+    for dt in (torch.float32, torch.bfloat16):
+        for n in (256, 512, 1024, 2048):
+            x, w = torch.randn(n, n, dtype=dt), torch.randn(n, n, dtype=dt)
+            gflops = 2 * n ** 3 / cpu_seconds(lambda: torch.matmul(x, w)) * 1e-9
+            print(f"pytorch {torch.__version__} torch.matmul {str(dt).split('.')[-1]} {n}^3: {gflops:.1f} GFLOP/s",
+                  flush=True)
 
 
 def cuda_seconds(fn, reps):
@@ -256,20 +303,28 @@ def main():
     t.add_argument("--arch", default="uoe", choices=["dense", "moe", "uoe"])
     t.add_argument("--preset", default="tiny", choices=list(PRESETS))
     t.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    t.add_argument("--dtype", default="bf16", choices=["bf16", "f32"], help="compute dtype on a GPU")
+    t.add_argument("--dtype", default=None, choices=["bf16", "f32"],
+                   help="bf16: autocast over float32 weights (default: bf16 on a GPU, f32 on the CPU)")
+    t.add_argument("--compile", action="store_true", help="torch.compile the model")
     t.add_argument("--threads", type=int, default=2)
     t.add_argument("--batch", type=int, default=16)
     t.add_argument("--steps", type=int, default=12)
     t.add_argument("--data", default="../shared/data/tinyshakespeare.txt", help="'' for random tokens")
+    c = sub.add_parser("cpu")
+    c.add_argument("--archs", default="dense,moe,uoe")
+    c.add_argument("--threads", type=int, default=2)
+    c.add_argument("--batch", type=int, default=16)
+    c.add_argument("--steps", type=int, default=12)
+    c.add_argument("--data", default="../shared/data/tinyshakespeare.txt", help="'' for random tokens")
     o = sub.add_parser("ops")
     o.add_argument("--json", default="", help="also write the figures to this file")
     sub.add_parser("probe")
     a = p.parse_args()
-    on_gpu = a.mode != "train" or a.device == "cuda"
+    on_gpu = a.mode in ("ops", "probe") or (a.mode == "train" and a.device == "cuda")
     if on_gpu and not hasattr(F, "scaled_dot_product_attention"):  # and AdamW(fused=True): PyTorch 2.0
         sys.exit(f"pytorch_peer: the GPU peer needs PyTorch 2.0 or later (scaled_dot_product_attention, fused "
                  f"AdamW); this python has {torch.__version__}")
-    {"train": train, "ops": ops, "probe": probe}[a.mode](a)
+    {"train": train, "cpu": cpu, "ops": ops, "probe": probe}[a.mode](a)
 
 
 if __name__ == "__main__":

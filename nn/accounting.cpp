@@ -39,8 +39,8 @@ std::pair<double, double> ffn_params(const ModelConfig& c) {
 // Every term follows what the forward code keeps for backward (nn/transformer.cpp, nn/attention.cpp,
 // nn/layers.cpp, nn/ffn.cpp, nn/moe_ffn.cpp, nn/uoe_ffn.cpp and the saves of the ops' backward nodes) and what
 // the backward allocates. CPU kernels compute reduced floats in float32, so with bfloat16 compute the attention,
-// expert_ffn, group_l2norm and the loss keep float32 copies of their inputs, and every elementwise op works
-// through float32 copies of its operands.
+// group_l2norm and the loss keep float32 copies of their inputs, and every elementwise op works through float32
+// copies of its operands; matmul and expert_ffn run bfloat16 GEMMs on their inputs as they are.
 
 constexpr double kF32 = 4, kI64 = 8;
 
@@ -57,17 +57,16 @@ struct Step {
   double c;     // bytes per element of the compute dtype
   bool f32;     // compute in float32: no working copies
   bool mixed;   // compute dtype != storage dtype: weights are cast as the layers use them
-  bool cast_experts;  // expert_ffn keeps float32 copies of the expert weights (unless they are float32 already)
+  bool cast_experts;  // the layer casts the expert weights to the compute dtype, and expert_ffn keeps the casts
   double ew;    // float32 working copies of an elementwise op on reduced floats: both operands and the output
   double ep;    // expert parallelism: this rank keeps n / ep experts of every layer
   double act(double cols, double size) const { return tensor_bytes(N * cols, size); }  // one [N, cols] tensor
   // Expert parallelism keeps, per layer (nn/expert_parallel.cpp): the expert results sent back to this rank,
   // [N·K, d] in the compute dtype, for the routing weights' product; the pairs it received, which expert_ffn
-  // keeps in float32 [N·K, d] (with AoE's gate inputs [N·K, d_gate]) instead of its float32 copy of the layer
-  // input [N, d] (counted by the caller for a reduced compute dtype).
+  // keeps [N·K, d] (with AoE's gate inputs [N·K, d_gate]), in the compute dtype too.
   double exchange(double K, double d, double d_gate = 0) const {
     if (ep <= 1) return 0;
-    return act(K * d, c) + act(K * d, kF32) + (d_gate > 0 ? act(K * d_gate, kF32) : 0) - (f32 ? 0 : act(d, kF32));
+    return 2 * act(K * d, c) + (d_gate > 0 ? act(K * d_gate, c) : 0);
   }
 };
 
@@ -146,18 +145,15 @@ Part swiglu_part(double d, double h, const Step& s) {
 }
 
 // topk_route / topp_route: indices [N, K] int64 and weights [N, K] (float32), probabilities [N, n] for
-// full_softmax; expert_ffn's float32 copy of the weights once cast to a reduced compute dtype.
+// full_softmax; expert_ffn's copy of the weights cast to a reduced compute dtype.
 double route_saved(const Step& s, double K, double n, bool full_softmax) {
-  return s.act(K, kI64) + s.act(K, kF32) + (full_softmax ? s.act(n, kF32) : 0) + (s.f32 ? 0 : s.act(K, kF32));
+  return s.act(K, kI64) + s.act(K, kF32) + (full_softmax ? s.act(n, kF32) : 0) + (s.f32 ? 0 : s.act(K, s.c));
 }
 
-// expert_ffn's backward as it returns: the incoming gradient in float32, dx [N, d], d weights [N, K], the gate
-// input's gradient [N, gate_cols] and the raw gradients of the three expert weights, in float32 and restored to
-// the compute dtype.
+// expert_ffn's backward as it returns, all in the compute dtype: dx [N, d], d weights [N, K], the gate input's
+// gradient [N, gate_cols] and the raw gradients of the three expert weights.
 double expert_backward(const Step& s, double d, double K, double gate_cols, const Experts& e) {
-  const double restored = s.f32 ? 0 : s.c;
-  return (s.f32 ? 0 : s.act(d, kF32)) + s.act(d, kF32 + restored) + s.act(K, kF32 + restored) +
-         s.act(gate_cols, kF32 + restored) + e.bytes(kF32) + e.bytes(restored);
+  return s.act(d, s.c) + s.act(K, s.c) + s.act(gate_cols, s.c) + e.bytes(s.c);
 }
 
 // After expert_ffn's backward in float32: the first raw gradient, cast to the storage dtype when that differs,
@@ -173,12 +169,12 @@ Part moe_part(const ModelConfig& m, const Step& s) {
   const Experts e = layer_experts(m, s.ep);
   const Part shared = f.shared_width > 0 ? swiglu_part(d, double(f.shared_width), s) : Part{};
   Part p;
-  p.saved = (s.f32 ? 0 : 2 * s.act(d, kF32))                          // router and expert_ffn input x in float32 [N, d]
+  p.saved = (s.f32 ? 0 : s.act(d, kF32))                              // router input x in float32 [N, d]
             + route_saved(s, K, n, false)                              // routing
             + (f.aux_loss > 0 ? s.act(n, kF32) : 0)                    // balance loss: softmax [N, n]
             + (f.z_loss > 0 ? s.act(n, kF32) + s.act(1, kF32) : 0)     // z-loss: logits [N, n], log-sum-exp [N]
             + shared.saved + s.exchange(K, d);
-  p.copies = (s.cast_experts ? e.bytes(kF32) : 0) + shared.copies  // expert_ffn's float32 copies of the experts
+  p.copies = (s.cast_experts ? e.bytes(s.c) : 0) + shared.copies  // the experts cast, kept by expert_ffn
              + (s.p == kF32 ? 0 : tensor_bytes(d * n, kF32));       // the router cast to float32
   p.grads = tensor_bytes(d * n, s.p) + e.bytes(s.p) + shared.grads;
   // backward: the shared expert first; then expert_ffn (the shared expert released, its gradients made), whose
@@ -198,10 +194,9 @@ Part aoe_part(const ModelConfig& m, const Step& s) {
   p.saved = s.act(low, kF32) * (s.f32 || s.ep > 1 ? 1 : 2)  // c in float32: group_l2norm's, expert_ffn's gate input
             + s.act(n, kF32)                              // scores [N, n]
             + route_saved(s, K, n, f.weights == ops::RouteWeights::FullSoftmax)
-            + (s.f32 ? 0 : s.act(d, kF32))                // expert_ffn input x in float32 [N, d]
             + (f.aux_loss > 0 ? s.act(n, kF32) : 0)       // balance loss: softmax [N, n]
             + s.exchange(K, d, double(f.d_low));
-  p.copies = (s.mixed ? tensor_bytes(d * low, s.c) : 0) + (s.cast_experts ? e.bytes(kF32) : 0);
+  p.copies = (s.mixed ? tensor_bytes(d * low, s.c) : 0) + (s.cast_experts ? e.bytes(s.c) : 0);
   p.grads = tensor_bytes(d * low, s.p) + e.bytes(s.p);
   // backward: expert_ffn's (the first raw gradient copied into .grad); then c's two gradients (gate input and
   // scores) and their sum while c is released, expert_ffn's dx [N, d] waiting, the expert gradients made
@@ -223,21 +218,19 @@ Part uoe_part(const ModelConfig& m, const Step& s) {
             + (s.f32 ? 0 : s.act(nr, kF32))                // the score's source in float32 [N, n·r]
             + s.act(n, kF32)                               // scores [N, n]
             + route_saved(s, K, n, f.weights == ops::RouteWeights::FullSoftmax)
-            + (s.f32 ? 0 : s.act(d, kF32))                 // expert_ffn input x in float32 [N, d]
             + (f.combine == Combine::FullExpert ? 2 * s.act(nr, s.c) : 0)  // unselected mask and masked H [N, n·r]
             + (probs ? s.act(n, kF32) : 0)                 // softmax [N, n] (balance loss, top-p entropy)
             + (f.routing == Routing::TopP ? s.act(n, kF32) : 0)   // log_softmax [N, n] (top-p entropy)
             + s.exchange(K, d);
   // the routing slices of W_gate, W_up [d, n·r] and W_down [n·r, d] are copied by their reshapes
-  p.copies = 3 * tensor_bytes(d * nr, s.c) + (s.cast_experts ? e.bytes(kF32) : 0);
+  p.copies = 3 * tensor_bytes(d * nr, s.c) + (s.cast_experts ? e.bytes(s.c) : 0);
   p.grads = e.bytes(s.p);
   // backward: expert_ffn's while dH [N, n·r] from the virtual shared expert waits; then the scores' gradient of
-  // their source [N, n·r] (float32) beside expert_ffn's results in the compute dtype (its float32 copies
-  // released). The expert weights' gradients wait for those of the routing slices, scattered into a zero
-  // [n, d, D] and summed with them once the activations are released.
+  // their source [N, n·r] (float32) beside expert_ffn's results in the compute dtype. The expert weights' gradients
+  // wait for those of the routing slices, scattered into a zero [n, d, D] and summed with them once the activations
+  // are released.
   const double dH = s.act(nr, s.c);
-  const double scores = dH + s.act(d, s.c) + s.act(K, s.c) + e.bytes(s.c) + s.act(nr, kF32) -
-                        (s.cast_experts ? e.bytes(kF32) : 0) - (s.f32 ? 0 : s.act(d, kF32));
+  const double scores = dH + s.act(d, s.c) + s.act(K, s.c) + e.bytes(s.c) + s.act(nr, kF32);
   p.work = std::max({dH + expert_backward(s, d, K, 0, e), scores,
                      e.bytes(s.c) + 2 * e.largest(s.c) - p.saved - p.copies});
   return p;
@@ -303,7 +296,7 @@ MemoryEstimate estimate_training_memory(const ModelConfig& config, const MemoryO
             "expert_parallel ", E, " must divide the experts of an expert FFN (", c.name, ")");
   const double p = float_bytes(o.storage, "storage"), cb = float_bytes(o.compute, "compute");
   const Step s{.N = double(o.batch) * double(seq), .p = p, .c = cb, .f32 = cb == kF32, .mixed = cb != p,
-               .cast_experts = cb != kF32 || p != kF32, .ew = cb == kF32 ? 0 : 3 * kF32, .ep = double(E)};
+               .cast_experts = cb != p, .ew = cb == kF32 ? 0 : 3 * kF32, .ep = double(E)};
   const double d = double(c.d_model), L = double(c.n_layers), V = double(c.vocab_size);
 
   const Part attn = attention_part(c, s), ffn = ffn_part(c, s), head = head_part(c, s);

@@ -68,15 +68,17 @@ Tensor matmul_2d_or_batched(const Tensor& a, const Tensor& b) {
   Shape out_shape = batch;
   out_shape.push_back(M);
   out_shape.push_back(N);
-  const Tensor ac = kernel_view(a), bc = kernel_view(b);
+  // bfloat16 stays bfloat16 on either device: the family's bfloat16 GEMM reads it (float32 sums, rounded once).
+  const bool bf16 = a.dtype() == DType::BFloat16;
+  const Tensor ac = bf16 ? a : kernel_view(a), bc = bf16 ? b : kernel_view(b);
   Tensor out = empty(out_shape, like(ac));
   if (out.numel() == 0) return restore_dtype(out, a.dtype());
   const GemmOperand A = gemm_operand(ac, batch), B = gemm_operand(bc, batch);
   const OnDevice on_device(ac);
-  if (native_bf16(ac)) {  // the GPU's bf16 GEMM: bf16 operands, float32 accumulation
-    cuda::gemm_batched_bf16(nbatch, A.trans, B.trans, M, N, K, 1.0f, A.keep.data_ptr<BFloat16>(), A.ld, A.batch_stride,
-                            B.keep.data_ptr<BFloat16>(), B.ld, B.batch_stride, 0.0f, out.data_ptr<BFloat16>(), N,
-                            M * N);
+  if (bf16) {
+    UOE_KERNEL(ac, gemm_batched_bf16(nbatch, A.trans, B.trans, M, N, K, 1.0f, A.keep.data_ptr<BFloat16>(), A.ld,
+                                     A.batch_stride, B.keep.data_ptr<BFloat16>(), B.ld, B.batch_stride, 0.0f,
+                                     out.data_ptr<BFloat16>(), N, M * N));
   } else {
     dispatch_float(ac.dtype(), "matmul", [&](auto tag) {
       using T = typename decltype(tag)::type;

@@ -155,18 +155,19 @@ struct ExpertFfnBackward final : autograd::Node {
   std::vector<Tensor> apply(const Tensor& g_in) override {
     const Tensor x = saved(0), w = saved(1), wg = saved(2), wu = saved(3), wd = saved(4), gate = saved(5);
     const OnDevice on_device(x);
-    const bool native = native_bf16(x);  // saved in bfloat16: the bfloat16 kernels
-    const Tensor g = native ? g_in.to(DType::BFloat16).contiguous() : prep(g_in);  // [T, d]
+    const bool bf16 = x.dtype() == DType::BFloat16;  // saved in bfloat16: the bfloat16 kernels
+    const Tensor g = bf16 ? g_in.to(DType::BFloat16).contiguous() : prep(g_in);  // [T, d]
     auto grad_if = [&](size_t i, const Tensor& like_t) {
       return next[i] && like_t.defined() ? empty(like_t.shape(), like(like_t)) : Tensor();
     };
     Tensor dx = grad_if(0, x), dw = grad_if(2, w), dwg = grad_if(3, wg), dwu = grad_if(4, wu), dwd = grad_if(5, wd),
            dgate = grad_if(6, gate);
-    if (native) {  // the GPU's bfloat16 kernels
+    if (bf16) {
       using B = BFloat16;
-      cuda::expert_ffn_backward_bf16(shape, *plan, x.data_ptr<B>(), cptr<B>(gate), w.data_ptr<B>(), wg.data_ptr<B>(),
-                                     wu.data_ptr<B>(), wd.data_ptr<B>(), g.data_ptr<B>(), mptr<B>(dx), mptr<B>(dw),
-                                     mptr<B>(dgate), mptr<B>(dwg), mptr<B>(dwu), mptr<B>(dwd));
+      UOE_KERNEL(x, expert_ffn_backward_bf16(shape, *plan, x.data_ptr<B>(), cptr<B>(gate), w.data_ptr<B>(),
+                                             wg.data_ptr<B>(), wu.data_ptr<B>(), wd.data_ptr<B>(), g.data_ptr<B>(),
+                                             mptr<B>(dx), mptr<B>(dw), mptr<B>(dgate), mptr<B>(dwg), mptr<B>(dwu),
+                                             mptr<B>(dwd)));
     } else {
       dispatch_float(x.dtype(), "expert_ffn", [&](auto tag) {
         using T = typename decltype(tag)::type;
@@ -339,15 +340,16 @@ Tensor expert_ffn(const Tensor& x, const Tensor& indices, const Tensor& weights,
   }
   const OnDevice on_device(x);
   const std::shared_ptr<const ExpertRouting> plan = plan_routing(indices, s, shapes);
-  // bfloat16 on a GPU: the bfloat16 kernels on the tensors as they are; otherwise float32 / float64 copies.
-  const bool native = native_bf16(x);
-  auto in = [](const Tensor& t) { return t.defined() ? kernel_view(t).detach().contiguous() : Tensor(); };
+  // bfloat16 (on a GPU or the CPU): the bfloat16 kernels on the tensors as they are; otherwise float32 / float64
+  // copies.
+  const bool bf16 = x.dtype() == DType::BFloat16;
+  auto in = [&](const Tensor& t) { return t.defined() ? (bf16 ? t : kernel_view(t)).detach().contiguous() : Tensor(); };
   const Tensor xc = in(x), wc = in(weights), wgc = in(w_gate), wuc = in(w_up), wdc = in(w_down), gc = in(gate_input);
   Tensor y = empty({s.T, s.d}, like(xc));  // [T, d]
-  if (native) {
+  if (bf16) {
     using B = BFloat16;
-    cuda::expert_ffn_forward_bf16(s, *plan, xc.data_ptr<B>(), cptr<B>(gc), wc.data_ptr<B>(), wgc.data_ptr<B>(),
-                                  wuc.data_ptr<B>(), wdc.data_ptr<B>(), y.data_ptr<B>());
+    UOE_KERNEL(xc, expert_ffn_forward_bf16(s, *plan, xc.data_ptr<B>(), cptr<B>(gc), wc.data_ptr<B>(), wgc.data_ptr<B>(),
+                                           wuc.data_ptr<B>(), wdc.data_ptr<B>(), y.data_ptr<B>()));
   } else {
     dispatch_float(xc.dtype(), "expert_ffn", [&](auto tag) {
       using T = typename decltype(tag)::type;

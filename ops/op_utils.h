@@ -25,7 +25,8 @@ inline DType compute_dtype(DType t) { return is_reduced_float(t) ? DType::Float3
 // Casts a float32 result back to `dtype` when that is a reduced float.
 Tensor restore_dtype(const Tensor& t, DType dtype);
 // Whether ops with a native bfloat16 kernel use it for `t`: a bfloat16 tensor on a GPU (tensor-core GEMMs with
-// float32 accumulation). Elsewhere reduced floats are computed in float32.
+// float32 accumulation). Elsewhere reduced floats are computed in float32, except in the GEMM family (matmul,
+// expert_ffn), which has bfloat16 kernels on both devices.
 inline bool native_bf16(const Tensor& t) { return t.is_cuda() && t.dtype() == DType::BFloat16; }
 // What a kernel with a bfloat16 variant reads: the tensor itself where that variant runs (native_bf16: it
 // computes in float32 and rounds once, as the float32 route does), else compute_view.

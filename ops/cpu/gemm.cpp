@@ -210,13 +210,16 @@ void wait_until(Pred ready) {
 // Work is split over output tiles only, each C element is the same micro-kernel FMA chain per KC
 // block, and KC blocks are applied in ascending order by a single thread, so the result is
 // bit-identical whatever the thread count or the order in which units are taken.
-template <typename T>
-void gemm_packed(const GemmKernels<T>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,
-                 const T* A, int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+template <typename TP, typename TC>
+void gemm_packed(const GemmKernels<TP, TC>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K, TC alpha,
+                 const TP* A, int64_t lda, const TP* B, int64_t ldb, TC beta, TC* C, int64_t ldc) {
   const int64_t MR = ks.mr, NR = ks.nr;
-  // K blocks: as few as ks.kc allows, evenly sized (a function of K alone, never of the threads).
-  const int64_t KC = ceil_div(ceil_div(K, ceil_div(K, ks.kc)), 8) * 8;
+  // K blocks: as few as ks.kc allows, evenly sized (a function of K alone, never of the threads), each
+  // packed kp = kc rounded up to the granule deep.
+  const int64_t granule = std::max<int64_t>(8, ks.k_granule);
+  const int64_t KC = ceil_div(ceil_div(K, ceil_div(K, ks.kc)), granule) * granule;
   const int64_t kblocks = ceil_div(K, KC);
+  auto padded = [&](int64_t kc) { return ceil_div(kc, ks.k_granule) * ks.k_granule; };
   const int64_t NC = std::min(ceil_div(N, NR), std::max<int64_t>(1, ks.b_elems / (K * NR))) * NR;
   constexpr int64_t kGroup = 8;  // B panels packed together
 
@@ -234,7 +237,7 @@ void gemm_packed(const GemmKernels<T>& ks, bool ta, bool tb, int64_t M, int64_t 
   const int64_t MC = ceil_div(mtiles, mblocks) * MR;
   const int64_t units = mblocks * nsplit;
 
-  T* Bp = static_cast<T*>(scratch_b().get(size_t(K * NC) * sizeof(T)));
+  TP* Bp = static_cast<TP*>(scratch_b().get(size_t(padded(K) * NC) * sizeof(TP)));
   const int64_t groups_max = ceil_div(ceil_div(NC, NR), kGroup);
   std::unique_ptr<std::atomic<int>[]> state(new std::atomic<int>[size_t(kblocks * groups_max)]);
 
@@ -251,8 +254,8 @@ void gemm_packed(const GemmKernels<T>& ks, bool ta, bool tb, int64_t M, int64_t 
       const int64_t pc = pb * KC, kc = std::min(KC, K - pc);
       for (int64_t p = g * kGroup; p < std::min(np, (g + 1) * kGroup); ++p) {
         const int64_t j = jc + p * NR;
-        const T* bsrc = tb ? B + j * ldb + pc : B + pc * ldb + j;
-        ks.pack_b(tb, bsrc, ldb, kc, std::min(NR, nc - p * NR), Bp + pb * KC * np * NR + p * NR * kc);
+        const TP* bsrc = tb ? B + j * ldb + pc : B + pc * ldb + j;
+        ks.pack_b(tb, bsrc, ldb, kc, std::min(NR, nc - p * NR), Bp + pb * KC * np * NR + p * NR * padded(kc));
       }
     };
     // Makes groups [g0, g1) of K block pb ready: pack the unclaimed ones, then wait for the rest.
@@ -278,7 +281,7 @@ void gemm_packed(const GemmKernels<T>& ks, bool ta, bool tb, int64_t M, int64_t 
 
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-      T* Ap = static_cast<T*>(scratch_a().get(size_t(std::min(K, KC) * MC) * sizeof(T)));
+      TP* Ap = static_cast<TP*>(scratch_a().get(size_t(padded(std::min(K, KC)) * MC) * sizeof(TP)));
       for (int64_t u; (u = next_unit.fetch_add(1, std::memory_order_relaxed)) < units;) {
         const int64_t mb = u / nsplit, ns = u % nsplit;
         const int64_t i0 = mtiles * mb / mblocks * MR, i1 = std::min(M, mtiles * (mb + 1) / mblocks * MR);
@@ -286,17 +289,17 @@ void gemm_packed(const GemmKernels<T>& ks, bool ta, bool tb, int64_t M, int64_t 
         const int64_t mc = i1 - i0;
         if (mc <= 0 || p1 <= p0) continue;
         for (int64_t pb = 0; pb < kblocks; ++pb) {
-          const int64_t pc = pb * KC, kc = std::min(KC, K - pc);
-          const T beta_eff = pb == 0 ? beta : T(1);
+          const int64_t pc = pb * KC, kc = std::min(KC, K - pc), kp = padded(kc);
+          const TC beta_eff = pb == 0 ? beta : TC(1);
           ensure_b(pb, p0 / kGroup, ceil_div(p1, kGroup));
           ks.pack_a(ta, ta ? A + pc * lda + i0 : A + i0 * lda + pc, lda, mc, kc, Ap);
-          const T* bblk = Bp + pb * KC * np * NR;
+          const TP* bblk = Bp + pb * KC * np * NR;
           for (int64_t p = p0; p < p1; ++p) {
             const int nr = int(std::min(NR, nc - p * NR));
-            const T* bp = bblk + p * NR * kc;
-            T* cp = C + i0 * ldc + jc + p * NR;
+            const TP* bp = bblk + p * NR * kp;
+            TC* cp = C + i0 * ldc + jc + p * NR;
             for (int64_t ir = 0; ir < mc; ir += MR)
-              ks.micro(kc, Ap + ir * kc, bp, cp + ir * ldc, ldc, int(std::min(MR, mc - ir)), nr, alpha, beta_eff);
+              ks.micro(kp, Ap + ir * kp, bp, cp + ir * ldc, ldc, int(std::min(MR, mc - ir)), nr, alpha, beta_eff);
           }
         }
       }
@@ -324,6 +327,12 @@ const GemmKernels<double>& kernels_for<double>() {
 }
 
 }  // namespace
+
+void gemm_packed_bf16(const GemmKernels<BFloat16, float>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                      float alpha, const BFloat16* A, int64_t lda, const BFloat16* B, int64_t ldb, float beta,
+                      float* C, int64_t ldc) {
+  gemm_packed(ks, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
 
 bool gemm_isa_supported(GemmIsa isa) { return cpu_has(isa); }
 
@@ -357,22 +366,10 @@ void gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t 
                   const T* A, int64_t lda, int64_t stride_a, const T* B, int64_t ldb, int64_t stride_b, T beta,
                   T* C, int64_t ldc, int64_t stride_c, const char*) {
   if (batch <= 0 || M <= 0 || N <= 0) return;
-  const int maxt = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const double flops = 2.0 * double(M) * double(N) * double(std::max<int64_t>(K, 1));
-  // Small matrices: one whole GEMM per thread (each runs single-threaded, which gives the same
-  // bits as a threaded run). Large ones, or a shared C: in turn, threaded inside.
-  const bool over_batch = maxt > 1 && batch > 1 && stride_c != 0 && flops < 3.0e7;
-  if (over_batch) {
-    const int nt = int(std::min<int64_t>(maxt, batch));
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t b = 0; b < batch; ++b)
-      gemm<T>(trans_a, trans_b, M, N, K, alpha, A + b * stride_a, lda, B + b * stride_b, ldb, beta,
-              C + b * stride_c, ldc);
-  } else {
-    for (int64_t b = 0; b < batch; ++b)
-      gemm<T>(trans_a, trans_b, M, N, K, alpha, A + b * stride_a, lda, B + b * stride_b, ldb, beta,
-              C + b * stride_c, ldc);
-  }
+  detail::for_each_gemm(batch, M, N, K, stride_c == 0, [&](int64_t b) {
+    gemm<T>(trans_a, trans_b, M, N, K, alpha, A + b * stride_a, lda, B + b * stride_b, ldb, beta, C + b * stride_c,
+            ldc);
+  });
 }
 
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,

@@ -1,7 +1,12 @@
 // Internal GEMM interfaces: ISA selection (with a test override) and the per-ISA kernel tables.
 #pragma once
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cstdint>
+
+#include "core/half.h"
 
 namespace uoe::cpu::detail {
 
@@ -15,25 +20,73 @@ bool gemm_force_isa(GemmIsa isa);
 // The code path float gemm uses now (never Auto).
 GemmIsa gemm_active_isa();
 
-// One ISA's packed-GEMM building blocks. Packed A: panels of MR rows, panel p at dst + p*MR*kc,
-// element (i, k) at [k*MR + i]. Packed B: panels of NR columns, panel p at dst + p*NR*kc, element
-// (k, j) at [k*NR + j], columns past the edge zero-filled. Buffers are 64-byte aligned.
-template <typename T>
+// One ISA's packed-GEMM building blocks, packed operands of type TP, C of type TC. With kp = kc rounded up
+// to k_granule: packed A holds panels of MR rows, panel p at dst + p*MR*kp; packed B holds panels of NR
+// columns, panel p at dst + p*NR*kp, columns past the edge and k past kc zero-filled. The layout inside a
+// panel is the ISA's (float: A (i, k) at [k*MR + i], B (k, j) at [k*NR + j]). Buffers are 64-byte aligned.
+template <typename TP, typename TC = TP>
 struct GemmKernels {
   int mr, nr;       // register tile
   int64_t kc;       // largest K block; K is cut into equal blocks by K and this alone (never by
                     // the thread count), as the blocks fix the summation order
   int64_t mc;       // largest row block (A block mc x kc stays in L2)
   int64_t b_elems;  // largest packed B (K x NC elements) per column block
-  // C[0:mr, 0:nr] = alpha * Apanel * Bpanel + beta * C (beta == 0: C not read); mr <= MR, nr <= NR.
-  void (*micro)(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, int mr, int nr, T alpha, T beta);
+  // C[0:mr, 0:nr] = alpha * Apanel * Bpanel + beta * C (beta == 0: C not read); mr <= MR, nr <= NR;
+  // kp is the padded depth of the panels.
+  void (*micro)(int64_t kp, const TP* a, const TP* b, TC* c, int64_t ldc, int mr, int nr, TC alpha, TC beta);
   // Packs op(A)[0:mc, 0:kc]; A points at op(A)[0,0] (trans: stored [K,M]).
-  void (*pack_a)(bool trans, const T* A, int64_t lda, int64_t mc, int64_t kc, T* dst);
+  void (*pack_a)(bool trans, const TP* A, int64_t lda, int64_t mc, int64_t kc, TP* dst);
   // Packs op(B)[0:kc, 0:nc]; B points at op(B)[0,0] (trans: stored [N,K]).
-  void (*pack_b)(bool trans, const T* B, int64_t ldb, int64_t kc, int64_t nc, T* dst);
+  void (*pack_b)(bool trans, const TP* B, int64_t ldb, int64_t kc, int64_t nc, TP* dst);
+  int64_t k_granule = 1;  // panels are kc rounded up to a multiple of this deep (bf16 pairs: 2, AMX tiles: 32)
 };
 
 const GemmKernels<float>& gemm_kernels_avx512_f32();
 const GemmKernels<float>& gemm_kernels_avx2_f32();
+
+// bfloat16 GEMM code paths: VDPBF16PS (AVX512-BF16), AMX tiles (TDPBF16PS), or F32 (operands converted to
+// float, then the float GEMM) on CPUs with neither. The environment variable UOE_PIN_ISA (amx, avx512_bf16 or
+// f32) forces one when the process first uses a bfloat16 GEMM.
+enum class Bf16Isa : int { Auto = -1, F32 = 0, Avx512Bf16 = 1, Amx = 2 };
+
+const char* bf16_isa_name(Bf16Isa isa);  // "amx", "avx512_bf16", "f32" (as UOE_PIN_ISA spells them), "auto"
+// True if this CPU (and, for AMX, the kernel's permission) can run the path (Auto and F32 always can).
+bool gemm_bf16_isa_supported(Bf16Isa isa);
+// Forces the path (Auto = UOE_PIN_ISA, else the best the CPU supports). Returns false and changes nothing when
+// the CPU cannot run it. Do not call while a gemm is running.
+bool gemm_bf16_force_isa(Bf16Isa isa);
+Bf16Isa gemm_bf16_active_isa();  // never Auto
+
+// Packed layouts of the bfloat16 kernels: k is grouped in pairs (VNNI), a pair (k, k+1) of one row or column
+// is 32 bits. B panels (both ISAs, NR = 32): pair p of column j at [(p*NR + j)*2 + (k&1)]. A panels: AVX512-BF16
+// [(p*MR + i)*2 + (k&1)]; AMX row-major, row i at [i*kp] (a tile row is 32 consecutive k).
+const GemmKernels<BFloat16, float>& gemm_kernels_avx512_bf16();
+const GemmKernels<BFloat16, float>& gemm_kernels_amx_bf16();
+// Packs op(B)[0:kc, 0:nc] (nc <= 32) into one VNNI panel 32 columns wide and kp deep (zero-filled).
+void pack_b_vnni32(bool trans, const BFloat16* B, int64_t ldb, int64_t kc, int64_t kp, int64_t nc, BFloat16* dst);
+// Asks Linux for the AMX tile data permission once per process; false if the kernel refuses (or no AMX).
+bool amx_permitted();
+
+// Runs one(b) for the batch's GEMMs b = 0..batch-1 of [M,K]x[K,N]. Small matrices (with distinct C): one whole
+// GEMM per thread (each runs single-threaded, which gives the same bits as a threaded run). Large ones, or a
+// shared C: in turn, threaded inside.
+template <typename OneGemm>
+void for_each_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, bool shared_c, OneGemm one) {
+  const int maxt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const double flops = 2.0 * double(M) * double(N) * double(std::max<int64_t>(K, 1));
+  const bool over_batch = maxt > 1 && batch > 1 && !shared_c && flops < 3.0e7;
+  if (over_batch) {
+    const int nt = int(std::min<int64_t>(maxt, batch));
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t b = 0; b < batch; ++b) one(b);
+  } else {
+    for (int64_t b = 0; b < batch; ++b) one(b);
+  }
+}
+
+// The threaded packed driver of gemm.cpp with the given kernels (bit-identical whatever the thread count).
+void gemm_packed_bf16(const GemmKernels<BFloat16, float>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                      float alpha, const BFloat16* A, int64_t lda, const BFloat16* B, int64_t ldb, float beta,
+                      float* C, int64_t ldc);
 
 }  // namespace uoe::cpu::detail

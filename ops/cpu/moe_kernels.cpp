@@ -9,10 +9,12 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <type_traits>
 
+#include "ops/cpu/gemm_bf16.h"
+#include "ops/kernels/gemm.h"
 #include "ops/cpu/simd.h"
 #include "ops/cpu/vec_math.h"
-#include "ops/kernels/gemm.h"
 
 namespace uoe::cpu {
 namespace {
@@ -117,6 +119,58 @@ void zero_outside_range(const ExpertShape& s, T* dwg, T* dwu, T* dwd) {
       std::fill(dwd + e * s.D * s.d, dwd + (e * s.D + s.r0) * s.d, T(0));
       std::fill(dwd + (e * s.D + s.r1) * s.d, dwd + (e + 1) * s.D * s.d, T(0));
     });
+}
+
+// The type expert_ffn computes in for storage type S: bfloat16 sums in float32 (its GEMMs read bfloat16 operands).
+template <typename S>
+using Acc = std::conditional_t<std::is_same_v<S, BFloat16>, float, S>;
+
+// C [M, N] = op(A) op(B) + beta C on operands of storage type S: the float GEMM for float and double, the bfloat16
+// GEMM (float32 sums; C float32 or bfloat16) for bfloat16.
+template <typename S, typename TC>
+void expert_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int64_t lda, const S* B, int64_t ldb,
+                 Acc<S> beta, TC* C, int64_t ldc) {
+  if constexpr (std::is_same_v<S, BFloat16>)
+    gemm_bf16<TC>(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+  else
+    gemm<S>(ta, tb, M, N, K, S(1), A, lda, B, ldb, beta, C, ldc);
+}
+
+// Per-thread room for `count` GEMM operands of n elements each, rounded to S from Acc<S> (none needed when they are
+// the same type).
+template <typename S>
+S* operand_scratch(int64_t count, int64_t n) {
+  if constexpr (std::is_same_v<S, Acc<S>>) return nullptr;
+  else return thread_scratch<S>(count * n);
+}
+
+// h as a GEMM operand of type S: h itself when S is its type, else its bfloat16 rounding in slot `slot` of the
+// operand scratch (slots of n elements).                                                                   h: [n]
+template <typename S>
+const S* as_operand(const Acc<S>* h, int64_t n, S* scratch_base, int64_t slot) {
+  if constexpr (std::is_same_v<S, Acc<S>>) {
+    return h;
+  } else {
+    S* out = scratch_base + slot * n;
+    convert_f32_to_bf16(h, out, n);
+    return out;
+  }
+}
+
+// dst[0:n] = the sum add(acc) builds in acc (zeroed first): in place for float and double; for bfloat16 in a
+// per-thread float32 row, rounded once.
+template <typename S, typename Add>
+void sum_into(int64_t n, S* dst, Add&& add) {
+  using C = Acc<S>;
+  if constexpr (std::is_same_v<S, C>) {
+    std::fill(dst, dst + n, C(0));
+    add(dst);
+  } else {
+    thread_local std::vector<C> acc;
+    acc.assign(size_t(n), C(0));
+    add(acc.data());
+    convert_f32_to_bf16(acc.data(), dst, n);
+  }
 }
 
 // Runs body(e, buf) for every expert, buf an uninitialised per-thread scratch of `scratch_elems`. With enough
@@ -268,120 +322,146 @@ ExpertPlan plan_experts(const int64_t* indices, int64_t T, int64_t K, int64_t n)
   return p;
 }
 
-template <typename T>
-void expert_ffn_forward(const ExpertShape& s, const ExpertPlan& plan, const T* x, const T* gate, const T* weights,
-                        const T* wg, const T* wu, const T* wd, T* y) {
+// Storage type S (inputs, weights, outputs), intermediates H_g, H_p, O in Acc<S>.
+template <typename S>
+void expert_ffn_forward(const ExpertShape& s, const ExpertPlan& plan, const S* x, const S* gate, const S* weights,
+                        const S* wg, const S* wu, const S* wd, S* y) {
+  using C = Acc<S>;
   const int64_t P = plan.rows(), R = s.r1 - s.r0, d = s.d, dg = s.dg, D = s.D;
   // Gathered inputs per sorted row.                                      xs: [P, d], gs: [P, dg], o: [P, d]
-  auto xs = scratch<T>(P * d), gs = scratch<T>(gate ? P * dg : 0), o = scratch<T>(P * d);
+  auto xs = scratch<S>(P * d), gs = scratch<S>(gate ? P * dg : 0);
+  auto o = scratch<C>(P * d);
   gather_pairs(s, plan, x, gate, xs.get(), gs.get());
-  const T* G = gate ? gs.get() : xs.get();
+  const S* G = gate ? gs.get() : xs.get();
   const int64_t mR = plan.max_rows * R;
-  for_experts<T>(plan, s.n, 2 * mR, [&](int64_t e, T* buf) {
+  for_experts<C>(plan, s.n, 2 * mR, [&](int64_t e, C* buf) {
     const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
     if (m == 0) return;
-    T *hg = buf, *hp = buf + mR;  // [m, R] each
+    C *hg = buf, *hp = buf + mR;  // [m, R] each
     // H_g = G_e Wg[e][:, r0:r1], H_p = X_e Wu[e][:, r0:r1]: column slices through the leading dimension D.
-    gemm<T>(false, false, m, R, dg, T(1), G + off * dg, dg, wg + e * dg * D + s.r0, D, T(0), hg, R);
-    gemm<T>(false, false, m, R, d, T(1), xs.get() + off * d, d, wu + e * d * D + s.r0, D, T(0), hp, R);
+    expert_gemm<S>(false, false, m, R, dg, G + off * dg, dg, wg + e * dg * D + s.r0, D, C(0), hg, R);
+    expert_gemm<S>(false, false, m, R, d, xs.get() + off * d, d, wu + e * d * D + s.r0, D, C(0), hp, R);
     for_rows(m, R, [&](int64_t i) { swiglu_row(R, hg + i * R, hp + i * R); });  // A = silu(H_g) H_p
     // O_e = A Wd[e][r0:r1, :]                                                                         [m, d]
-    gemm<T>(false, false, m, d, R, T(1), hg, R, wd + (e * D + s.r0) * d, d, T(0), o.get() + off * d, d);
+    const S* a = as_operand<S>(hg, m * R, operand_scratch<S>(1, mR), 0);
+    expert_gemm<S>(false, false, m, d, R, a, R, wd + (e * D + s.r0) * d, d, C(0), o.get() + off * d, d);
   });
   // y_t = sum_k w_{t,k} O_{pair(t,k)}, summed in k order by the token's one thread.
   for_rows(s.T, s.K * d, [&](int64_t t) {
-    T* yt = y + t * d;
-    std::fill(yt, yt + d, T(0));
-    for (int64_t k = 0; k < s.K; ++k) {
-      const int64_t r = plan.row[size_t(t * s.K + k)];
-      if (r >= 0) axpy_row(d, weights[t * s.K + k], o.get() + r * d, yt);
-    }
+    sum_into(d, y + t * d, [&](C* yt) {
+      for (int64_t k = 0; k < s.K; ++k) {
+        const int64_t r = plan.row[size_t(t * s.K + k)];
+        if (r >= 0) axpy_row(d, C(weights[t * s.K + k]), o.get() + r * d, yt);
+      }
+    });
   });
 }
 
-template <typename T>
-void expert_ffn_backward(const ExpertShape& s, const ExpertPlan& plan, const T* x, const T* gate, const T* weights,
-                         const T* wg, const T* wu, const T* wd, const T* dy, T* dx, T* dweights, T* dgate, T* dwg,
-                         T* dwu, T* dwd) {
+// Storage type S (inputs, weights, gradients), intermediates in Acc<S>; weight gradients written in S by the GEMMs.
+template <typename S>
+void expert_ffn_backward(const ExpertShape& s, const ExpertPlan& plan, const S* x, const S* gate, const S* weights,
+                         const S* wg, const S* wu, const S* wd, const S* dy, S* dx, S* dweights, S* dgate, S* dwg,
+                         S* dwu, S* dwd) {
+  using C = Acc<S>;
   const int64_t P = plan.rows(), R = s.r1 - s.r0, d = s.d, dg = s.dg, D = s.D, K = s.K;
   if (!gate) dgate = nullptr;
   // Gathered per sorted row: inputs, dy and the routing weight.    xs, dys, dxs: [P, d]; gs, dgs: [P, dg]; ws: [P]
-  auto xs = scratch<T>(P * d), gs = scratch<T>(gate ? P * dg : 0), dys = scratch<T>(P * d), ws = scratch<T>(P);
-  auto dxs = scratch<T>(dx ? P * d : 0), dgs = scratch<T>(dgate ? P * dg : 0);
+  auto xs = scratch<S>(P * d), gs = scratch<S>(gate ? P * dg : 0), dys = scratch<S>(P * d);
+  auto ws = scratch<C>(P), dxs = scratch<C>(dx ? P * d : 0), dgs = scratch<C>(dgate ? P * dg : 0);
   gather_pairs(s, plan, x, gate, xs.get(), gs.get());
   for_rows(P, d, [&](int64_t i) {
     const int64_t pr = plan.pair[size_t(i)];
-    std::memcpy(dys.get() + i * d, dy + (pr / K) * d, size_t(d) * sizeof(T));
-    ws[i] = weights[pr];
+    std::memcpy(dys.get() + i * d, dy + (pr / K) * d, size_t(d) * sizeof(S));
+    ws[i] = C(weights[pr]);
   });
-  const T* G = gate ? gs.get() : xs.get();
+  const S* G = gate ? gs.get() : xs.get();
   const int64_t mR = plan.max_rows * R;
-  for_experts<T>(plan, s.n, 3 * mR, [&](int64_t e, T* buf) {
+  for_experts<C>(plan, s.n, 3 * mR, [&](int64_t e, C* buf) {
     const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
-    const T *Ge = G + off * dg, *Xe = xs.get() + off * d, *dYe = dys.get() + off * d;
-    const T *wge = wg + e * dg * D + s.r0, *wue = wu + e * d * D + s.r0, *wde = wd + (e * D + s.r0) * d;
-    T *hg = buf, *hp = buf + mR, *gb = buf + 2 * mR;  // [m, R] each
+    const S *Ge = G + off * dg, *Xe = xs.get() + off * d, *dYe = dys.get() + off * d;
+    const S *wge = wg + e * dg * D + s.r0, *wue = wu + e * d * D + s.r0, *wde = wd + (e * D + s.r0) * d;
+    C *hg = buf, *hp = buf + mR, *gb = buf + 2 * mR;  // [m, R] each
     if (m > 0) {
       // Recompute H_g, H_p; gb = dY_e Wd[e][r0:r1, :]^T
-      gemm<T>(false, false, m, R, dg, T(1), Ge, dg, wge, D, T(0), hg, R);
-      gemm<T>(false, false, m, R, d, T(1), Xe, d, wue, D, T(0), hp, R);
-      gemm<T>(false, true, m, R, d, T(1), dYe, d, wde, d, T(0), gb, R);
+      expert_gemm<S>(false, false, m, R, dg, Ge, dg, wge, D, C(0), hg, R);
+      expert_gemm<S>(false, false, m, R, d, Xe, d, wue, D, C(0), hp, R);
+      expert_gemm<S>(false, true, m, R, d, dYe, d, wde, d, C(0), gb, R);
       // gb <- w A, hg <- dH_g, hp <- dH_p; dw_{t,k} = <A, dY Wd^T> = <O, dy_t>
       for_rows(m, R, [&](int64_t i) {
-        const T dwv = swiglu_backward_row(R, ws[off + i], hg + i * R, hp + i * R, gb + i * R);
-        if (dweights) dweights[plan.pair[size_t(off + i)]] = dwv;
+        const C dwv = swiglu_backward_row(R, ws[off + i], hg + i * R, hp + i * R, gb + i * R);
+        if (dweights) dweights[plan.pair[size_t(off + i)]] = S(dwv);
       });
     }
+    S* operands = operand_scratch<S>(3, mR);
+    const S *gbs = as_operand<S>(gb, m * R, operands, 0), *hgs = as_operand<S>(hg, m * R, operands, 1),
+            *hps = as_operand<S>(hp, m * R, operands, 2);
     // Weight gradients sum over this expert's rows in token order (m == 0: the GEMM writes zeros).
-    if (dwd) gemm<T>(true, false, R, d, m, T(1), gb, R, dYe, d, T(0), dwd + (e * D + s.r0) * d, d);
-    if (dwg) gemm<T>(true, false, dg, R, m, T(1), Ge, dg, hg, R, T(0), dwg + e * dg * D + s.r0, D);
-    if (dwu) gemm<T>(true, false, d, R, m, T(1), Xe, d, hp, R, T(0), dwu + e * d * D + s.r0, D);
+    if (dwd) expert_gemm<S>(true, false, R, d, m, gbs, R, dYe, d, C(0), dwd + (e * D + s.r0) * d, d);
+    if (dwg) expert_gemm<S>(true, false, dg, R, m, Ge, dg, hgs, R, C(0), dwg + e * dg * D + s.r0, D);
+    if (dwu) expert_gemm<S>(true, false, d, R, m, Xe, d, hps, R, C(0), dwu + e * d * D + s.r0, D);
     if (m == 0) return;
     // dX_e = dH_p Wu[e][:, r0:r1]^T (+ dH_g Wg[e][:, r0:r1]^T, or that term into dG_e with a gate input)
-    if (dx) gemm<T>(false, true, m, d, R, T(1), hp, R, wue, D, T(0), dxs.get() + off * d, d);
+    if (dx) expert_gemm<S>(false, true, m, d, R, hps, R, wue, D, C(0), dxs.get() + off * d, d);
     if (dgate)
-      gemm<T>(false, true, m, dg, R, T(1), hg, R, wge, D, T(0), dgs.get() + off * dg, dg);
+      expert_gemm<S>(false, true, m, dg, R, hgs, R, wge, D, C(0), dgs.get() + off * dg, dg);
     else if (dx && !gate)
-      gemm<T>(false, true, m, d, R, T(1), hg, R, wge, D, T(1), dxs.get() + off * d, d);
+      expert_gemm<S>(false, true, m, d, R, hgs, R, wge, D, C(1), dxs.get() + off * d, d);
   });
   zero_outside_range(s, dwg, dwu, dwd);
   if (dweights)
     for (int64_t i = 0; i < s.T * K; ++i)
-      if (plan.row[size_t(i)] < 0) dweights[i] = T(0);
+      if (plan.row[size_t(i)] < 0) dweights[i] = S(0);
   // Scatter back per token, slots in k order.
   if (dx)
     for_rows(s.T, K * d, [&](int64_t t) {
-      T* g = dx + t * d;
-      std::fill(g, g + d, T(0));
-      for (int64_t k = 0; k < K; ++k) {
-        const int64_t r = plan.row[size_t(t * K + k)];
-        if (r >= 0) axpy_row(d, T(1), dxs.get() + r * d, g);
-      }
+      sum_into(d, dx + t * d, [&](C* g) {
+        for (int64_t k = 0; k < K; ++k) {
+          const int64_t r = plan.row[size_t(t * K + k)];
+          if (r >= 0) axpy_row(d, C(1), dxs.get() + r * d, g);
+        }
+      });
     });
   if (dgate) {
     const int64_t gn = s.gate_rows();
     for_rows(s.T, gn * dg, [&](int64_t t) {
-      T* g = dgate + t * gn * dg;
-      std::fill(g, g + gn * dg, T(0));
-      for (int64_t k = 0; k < K; ++k) {
-        const int64_t r = plan.row[size_t(t * K + k)];
-        if (r >= 0) axpy_row(dg, T(1), dgs.get() + r * dg, g + (s.gate_shared ? 0 : expert_of_row(plan, r)) * dg);
-      }
+      sum_into(gn * dg, dgate + t * gn * dg, [&](C* g) {
+        for (int64_t k = 0; k < K; ++k) {
+          const int64_t r = plan.row[size_t(t * K + k)];
+          if (r >= 0)
+            axpy_row(dg, C(1), dgs.get() + r * dg, g + (s.gate_shared ? 0 : expert_of_row(plan, r)) * dg);
+        }
+      });
     });
   }
 }
 
+#define UOE_EXPERT_FFN_INSTANTIATE(T)                                                                                 \
+  template void expert_ffn_forward<T>(const ExpertShape&, const ExpertPlan&, const T*, const T*, const T*, const T*,  \
+                                      const T*, const T*, T*);                                                        \
+  template void expert_ffn_backward<T>(const ExpertShape&, const ExpertPlan&, const T*, const T*, const T*, const T*, \
+                                       const T*, const T*, const T*, T*, T*, T*, T*, T*, T*);
 #define UOE_EXPERT_INSTANTIATE(T)                                                                                     \
   template void route_forward<T>(const RouteSpec&, const T*, int64_t*, T*, T*);                                       \
   template void route_backward<T>(const RouteSpec&, const int64_t*, const T*, const T*, const T*, T*);                \
   template void group_l2norm_forward<T>(int64_t, int64_t, int64_t, const T*, T*);                                     \
   template void group_l2norm_backward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*);                \
-  template void expert_ffn_forward<T>(const ExpertShape&, const ExpertPlan&, const T*, const T*, const T*, const T*,  \
-                                      const T*, const T*, T*);                                                        \
-  template void expert_ffn_backward<T>(const ExpertShape&, const ExpertPlan&, const T*, const T*, const T*, const T*, \
-                                       const T*, const T*, const T*, T*, T*, T*, T*, T*, T*);
+  UOE_EXPERT_FFN_INSTANTIATE(T)
 UOE_EXPERT_INSTANTIATE(float)
 UOE_EXPERT_INSTANTIATE(double)
 #undef UOE_EXPERT_INSTANTIATE
+#undef UOE_EXPERT_FFN_INSTANTIATE
+
+void expert_ffn_forward_bf16(const ExpertShape& s, const ExpertPlan& plan, const BFloat16* x, const BFloat16* gate,
+                             const BFloat16* weights, const BFloat16* wg, const BFloat16* wu, const BFloat16* wd,
+                             BFloat16* y) {
+  expert_ffn_forward<BFloat16>(s, plan, x, gate, weights, wg, wu, wd, y);
+}
+
+void expert_ffn_backward_bf16(const ExpertShape& s, const ExpertPlan& plan, const BFloat16* x, const BFloat16* gate,
+                              const BFloat16* weights, const BFloat16* wg, const BFloat16* wu, const BFloat16* wd,
+                              const BFloat16* dy, BFloat16* dx, BFloat16* dweights, BFloat16* dgate, BFloat16* dwg,
+                              BFloat16* dwu, BFloat16* dwd) {
+  expert_ffn_backward<BFloat16>(s, plan, x, gate, weights, wg, wu, wd, dy, dx, dweights, dgate, dwg, dwu, dwd);
+}
 
 }  // namespace uoe::cpu

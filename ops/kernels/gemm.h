@@ -1,7 +1,7 @@
 // The GEMM kernel family, one declaration list for both backends: single and strided-batched row-major GEMM for
-// float and double; the GPU's also on bfloat16, with its TF32 switch. Implemented in ops/cpu/gemm.cpp (packed,
-// ISA-dispatched; host pointers) and cuda/gemm.cpp (cuBLASLt; device pointers on the current device, on
-// cuda::current_stream, asynchronous); a build without CUDA links stubs that raise (cuda/stub/). Callers pick the
+// float and double, and on bfloat16 (float32 accumulation); the GPU's with its TF32 switch. Implemented in
+// ops/cpu/gemm.cpp and gemm_bf16.cpp (packed, ISA-dispatched; host pointers) and cuda/gemm.cpp (cuBLASLt; device
+// pointers on the current device, on cuda::current_stream, asynchronous); a build without CUDA links stubs that raise (cuda/stub/). Callers pick the
 // backend with UOE_KERNEL (ops/backend.h).
 #pragma once
 #include <cstdint>
@@ -31,6 +31,15 @@
   void gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha,            \
                     const T* A, int64_t lda, int64_t stride_a, const T* B, int64_t ldb, int64_t stride_b, T beta,   \
                     T* C, int64_t ldc, int64_t stride_c, const char* op = "matmul");                                \
+  /* bfloat16 operands and result, float32 accumulation and scaling, rounded once. CPU: AMX, AVX512-BF16, or the  \
+     float GEMM where the CPU has neither (ops/cpu/gemm_bf16.h). */                                                 \
+  void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A,       \
+                 int64_t lda, const BFloat16* B, int64_t ldb, float beta, BFloat16* C, int64_t ldc,                 \
+                 const char* op = "matmul");                                                                        \
+  void gemm_batched_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,   \
+                         const BFloat16* A, int64_t lda, int64_t stride_a, const BFloat16* B, int64_t ldb,          \
+                         int64_t stride_b, float beta, BFloat16* C, int64_t ldc, int64_t stride_c,                  \
+                         const char* op = "matmul");                                                                \
   UOE_GEMM_EXTERN(float)                                                                                            \
   UOE_GEMM_EXTERN(double)
 
@@ -40,14 +49,6 @@ UOE_GEMM_KERNELS
 
 namespace uoe::cuda {
 UOE_GEMM_KERNELS
-
-// bfloat16 operands and result, float32 accumulation and scaling.
-void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t lda,
-               const BFloat16* B, int64_t ldb, float beta, BFloat16* C, int64_t ldc, const char* op = "matmul");
-void gemm_batched_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-                       const BFloat16* A, int64_t lda, int64_t stride_a, const BFloat16* B, int64_t ldb,
-                       int64_t stride_b, float beta, BFloat16* C, int64_t ldc, int64_t stride_c,
-                       const char* op = "matmul");
 
 // float32 GEMMs may use TF32 tensor cores (10-bit mantissa inputs, float32 accumulation). Default: off (exact
 // float32, the CPU-parity setting). Set through ops::set_allow_tf32 (ops/ops.h); a build without CUDA keeps it off.

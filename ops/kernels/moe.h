@@ -125,6 +125,15 @@ struct DeviceExpertPlan {
   void expert_ffn_backward(const ExpertShape& s, const Plan& plan, const T* x, const T* gate, const T* weights,     \
                            const T* wg, const T* wu, const T* wd, const T* dy, T* dx, T* dweights, T* dgate,        \
                            T* dwg, T* dwu, T* dwd);                                                                 \
+  /* The experts on bfloat16 storage: bfloat16 GEMMs with float32 accumulation, SwiGLU, combine and the per-token  \
+     sums computed in float32, results rounded once; activations between the GEMMs kept in bfloat16. */             \
+  void expert_ffn_forward_bf16(const ExpertShape& s, const Plan& plan, const BFloat16* x, const BFloat16* gate,     \
+                               const BFloat16* weights, const BFloat16* wg, const BFloat16* wu, const BFloat16* wd, \
+                               BFloat16* y);                                                                        \
+  void expert_ffn_backward_bf16(const ExpertShape& s, const Plan& plan, const BFloat16* x, const BFloat16* gate,    \
+                                const BFloat16* weights, const BFloat16* wg, const BFloat16* wu,                    \
+                                const BFloat16* wd, const BFloat16* dy, BFloat16* dx, BFloat16* dweights,           \
+                                BFloat16* dgate, BFloat16* dwg, BFloat16* dwu, BFloat16* dwd);                      \
   UOE_MOE_EXTERN(float, Plan)                                                                                       \
   UOE_MOE_EXTERN(double, Plan)
 
@@ -134,16 +143,6 @@ UOE_MOE_KERNELS(ExpertPlan)
 
 namespace uoe::cuda {
 UOE_MOE_KERNELS(DeviceExpertPlan)
-
-// The experts on bfloat16 storage: bfloat16 GEMMs with float32 accumulation (cuda::gemm_bf16), SwiGLU, combine and
-// the per-token sums computed in float32; activations between the GEMMs are kept in bfloat16.
-void expert_ffn_forward_bf16(const ExpertShape& s, const DeviceExpertPlan& plan, const BFloat16* x,
-                             const BFloat16* gate, const BFloat16* weights, const BFloat16* wg, const BFloat16* wu,
-                             const BFloat16* wd, BFloat16* y);
-void expert_ffn_backward_bf16(const ExpertShape& s, const DeviceExpertPlan& plan, const BFloat16* x,
-                              const BFloat16* gate, const BFloat16* weights, const BFloat16* wg, const BFloat16* wu,
-                              const BFloat16* wd, const BFloat16* dy, BFloat16* dx, BFloat16* dweights,
-                              BFloat16* dgate, BFloat16* dwg, BFloat16* dwu, BFloat16* dwd);
 }  // namespace uoe::cuda
 
 #undef UOE_MOE_KERNELS

@@ -1,0 +1,180 @@
+// bfloat16 GEMM: path selection (CPUID, the Linux AMX permission, UOE_PIN_ISA), the float32 route for CPUs with no
+// bfloat16 instructions, bfloat16 C, and batching.
+#include "ops/cpu/gemm_bf16.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "core/error.h"
+#include "core/slow_paths.h"
+#include "ops/kernels/gemm.h"
+#include "ops/cpu/gemm_isa.h"
+
+namespace uoe::cpu {
+namespace detail {
+namespace {
+
+bool cpu_has_avx512_bf16() {
+  return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
+}
+
+bool cpu_has_amx() {
+  return __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") && __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
+}
+
+bool can_run(Bf16Isa isa) {
+  switch (isa) {
+    case Bf16Isa::Amx: return cpu_has_amx() && amx_permitted();
+    case Bf16Isa::Avx512Bf16: return cpu_has_avx512_bf16();
+    default: return true;
+  }
+}
+
+Bf16Isa best_isa() {
+  if (cpu_has_amx() && !amx_permitted())
+    slow_paths::count("gemm_bf16.amx_refused",
+                      "the CPU has AMX but Linux refused the tile permission (arch_prctl ARCH_REQ_XCOMP_PERM): "
+                      "bfloat16 GEMMs run on AVX512-BF16 or float32 instead, several times slower");
+  if (can_run(Bf16Isa::Amx)) return Bf16Isa::Amx;
+  if (can_run(Bf16Isa::Avx512Bf16)) return Bf16Isa::Avx512Bf16;
+  return Bf16Isa::F32;
+}
+
+// UOE_PIN_ISA, else the best path of this CPU.
+Bf16Isa default_isa() {
+  const char* pin = std::getenv("UOE_PIN_ISA");
+  if (!pin || !*pin) return best_isa();
+  for (Bf16Isa isa : {Bf16Isa::Amx, Bf16Isa::Avx512Bf16, Bf16Isa::F32}) {
+    if (std::strcmp(pin, bf16_isa_name(isa)) != 0) continue;
+    UOE_CHECK(can_run(isa), "UOE_PIN_ISA=", pin, ": this CPU (or, for amx, the Linux kernel) cannot run that ",
+              "bfloat16 GEMM path");
+    return isa;
+  }
+  fail("UOE_PIN_ISA=", pin, ": expected amx, avx512_bf16 or f32 (the bfloat16 GEMM path to force)");
+}
+
+std::atomic<int> g_forced_isa{int(Bf16Isa::Auto)};
+
+// op(X) stored [rows, cols] with row stride ld, as contiguous float32.
+std::vector<float> to_float(const BFloat16* X, int64_t rows, int64_t cols, int64_t ld) {
+  std::vector<float> out(size_t(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) convert_bf16_to_f32(X + r * ld, out.data() + r * cols, cols);
+  return out;
+}
+
+void gemm_float_out(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t lda,
+                    const BFloat16* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (K <= 0 || alpha == 0.0f) {  // C = beta * C, A and B not read
+    gemm<float>(ta, tb, M, N, 0, alpha, nullptr, 1, nullptr, 1, beta, C, ldc);
+    return;
+  }
+  switch (gemm_bf16_active_isa()) {
+    case Bf16Isa::Amx:
+      gemm_packed_bf16(gemm_kernels_amx_bf16(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      return;
+    case Bf16Isa::Avx512Bf16:
+      gemm_packed_bf16(gemm_kernels_avx512_bf16(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      return;
+    default: {
+      const std::vector<float> a = to_float(A, ta ? K : M, ta ? M : K, lda), b = to_float(B, tb ? N : K, tb ? K : N, ldb);
+      gemm<float>(ta, tb, M, N, K, alpha, a.data(), ta ? M : K, b.data(), tb ? K : N, beta, C, ldc);
+    }
+  }
+}
+
+// The float32 result in a scratch [M, N], then C = round(result + beta * C).
+void gemm_bf16_out(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t lda,
+                   const BFloat16* B, int64_t ldb, float beta, BFloat16* C, int64_t ldc) {
+  thread_local std::vector<float> result;
+  result.resize(size_t(M * N));
+  gemm_float_out(ta, tb, M, N, K, alpha, A, lda, B, ldb, 0.0f, result.data(), N);
+  for (int64_t i = 0; i < M; ++i) {
+    const float* r = result.data() + i * N;
+    BFloat16* c = C + i * ldc;
+    if (beta == 0.0f) convert_f32_to_bf16(r, c, N);
+    else
+      for (int64_t j = 0; j < N; ++j) c[j] = BFloat16(r[j] + beta * float(c[j]));
+  }
+}
+
+}  // namespace
+
+const char* bf16_isa_name(Bf16Isa isa) {
+  switch (isa) {
+    case Bf16Isa::Amx: return "amx";
+    case Bf16Isa::Avx512Bf16: return "avx512_bf16";
+    case Bf16Isa::F32: return "f32";
+    default: return "auto";
+  }
+}
+
+bool gemm_bf16_isa_supported(Bf16Isa isa) { return can_run(isa); }
+
+bool gemm_bf16_force_isa(Bf16Isa isa) {
+  if (!can_run(isa)) return false;
+  g_forced_isa.store(int(isa), std::memory_order_relaxed);
+  return true;
+}
+
+Bf16Isa gemm_bf16_active_isa() {
+  const int forced = g_forced_isa.load(std::memory_order_relaxed);
+  if (forced != int(Bf16Isa::Auto)) return Bf16Isa(forced);
+  static const Bf16Isa chosen = default_isa();
+  return chosen;
+}
+
+}  // namespace detail
+
+template <typename TC>
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A,
+               int64_t lda, const BFloat16* B, int64_t ldb, float beta, TC* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if constexpr (std::is_same_v<TC, float>)
+    detail::gemm_float_out(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  else
+    detail::gemm_bf16_out(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+template <typename TC>
+void gemm_batched_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                       const BFloat16* A, int64_t lda, int64_t stride_a, const BFloat16* B, int64_t ldb,
+                       int64_t stride_b, float beta, TC* C, int64_t ldc, int64_t stride_c) {
+  if (batch <= 0 || M <= 0 || N <= 0) return;
+  detail::for_each_gemm(batch, M, N, K, stride_c == 0, [&](int64_t b) {
+    gemm_bf16<TC>(trans_a, trans_b, M, N, K, alpha, A + b * stride_a, lda, B + b * stride_b, ldb, beta,
+                  C + b * stride_c, ldc);
+  });
+}
+
+template void gemm_bf16<float>(bool, bool, int64_t, int64_t, int64_t, float, const BFloat16*, int64_t,
+                               const BFloat16*, int64_t, float, float*, int64_t);
+template void gemm_bf16<BFloat16>(bool, bool, int64_t, int64_t, int64_t, float, const BFloat16*, int64_t,
+                                  const BFloat16*, int64_t, float, BFloat16*, int64_t);
+template void gemm_batched_bf16<float>(int64_t, bool, bool, int64_t, int64_t, int64_t, float, const BFloat16*,
+                                       int64_t, int64_t, const BFloat16*, int64_t, int64_t, float, float*, int64_t,
+                                       int64_t);
+template void gemm_batched_bf16<BFloat16>(int64_t, bool, bool, int64_t, int64_t, int64_t, float, const BFloat16*,
+                                          int64_t, int64_t, const BFloat16*, int64_t, int64_t, float, BFloat16*,
+                                          int64_t, int64_t);
+
+// The family's bfloat16-result entry points (ops/kernels/gemm.h).
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A,
+               int64_t lda, const BFloat16* B, int64_t ldb, float beta, BFloat16* C, int64_t ldc, const char*) {
+  gemm_bf16<BFloat16>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm_batched_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                       const BFloat16* A, int64_t lda, int64_t stride_a, const BFloat16* B, int64_t ldb,
+                       int64_t stride_b, float beta, BFloat16* C, int64_t ldc, int64_t stride_c, const char*) {
+  gemm_batched_bf16<BFloat16>(batch, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C,
+                              ldc, stride_c);
+}
+
+}  // namespace uoe::cpu

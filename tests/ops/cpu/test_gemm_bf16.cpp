@@ -1,0 +1,229 @@
+// Tests for uoe::cpu::gemm_bf16 / gemm_batched_bf16 on every bfloat16 path (AMX, AVX512-BF16, float32) against a
+// float64 reference computed from the same bfloat16 inputs.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/cpu/gemm_bf16.h"
+#include "ops/cpu/gemm_isa.h"
+
+namespace {
+
+using uoe::BFloat16;
+using uoe::cpu::detail::Bf16Isa;
+
+constexpr double kMaxRelError = 1e-5;  // |C - reference| / sum_k |a*b| (+ |beta*c|), float32 accumulation
+
+std::vector<BFloat16> random_bf16(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<BFloat16> v(n);
+  for (auto& x : v) x = BFloat16(dist(rng));
+  return v;
+}
+
+// op(A) [M,K], op(B) [K,N], C [M,N] (float32) with leading dims padded by `pad`.
+struct Problem {
+  bool ta, tb;
+  int64_t M, N, K, lda, ldb, ldc;
+  std::vector<BFloat16> A, B;
+  std::vector<float> C;
+
+  Problem(bool ta_, bool tb_, int64_t M_, int64_t N_, int64_t K_, int64_t pad, uint32_t seed)
+      : ta(ta_), tb(tb_), M(M_), N(N_), K(K_) {
+    lda = (ta ? M : K) + pad;
+    ldb = (tb ? K : N) + pad;
+    ldc = N + pad;
+    A = random_bf16(size_t(std::max<int64_t>((ta ? K : M) * lda, 1)), seed);
+    B = random_bf16(size_t(std::max<int64_t>((tb ? N : K) * ldb, 1)), seed + 1);
+    C.resize(size_t(std::max<int64_t>(M * ldc, 1)));
+    const auto c = random_bf16(C.size(), seed + 2);
+    std::copy(c.begin(), c.end(), C.begin());
+  }
+  double a(int64_t i, int64_t k) const { return double(ta ? A[size_t(k * lda + i)] : A[size_t(i * lda + k)]); }
+  double b(int64_t k, int64_t j) const { return double(tb ? B[size_t(j * ldb + k)] : B[size_t(k * ldb + j)]); }
+  std::string describe() const {
+    return "M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+           " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) + " lda=" + std::to_string(lda) +
+           " ldb=" + std::to_string(ldb);
+  }
+
+  // Reference alpha*op(A)*op(B) + beta*C[i,j] and its error scale alpha*sum|a*b| + |beta*c|.
+  void reference(int64_t i, int64_t j, double alpha, double beta, double c, double& ref, double& scale) const {
+    double s = 0, sa = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      s += a(i, k) * b(k, j);
+      sa += std::fabs(a(i, k) * b(k, j));
+    }
+    ref = alpha * s + (beta == 0 ? 0.0 : beta * c);
+    scale = std::fabs(alpha) * sa + std::fabs(beta * c) + 1e-30;
+  }
+};
+
+// Runs the float32-C GEMM and checks every element against the reference and the padding of C untouched.
+void check_f32(const Problem& p, float alpha, float beta) {
+  std::vector<float> C = p.C;
+  uoe::cpu::gemm_bf16<float>(p.ta, p.tb, p.M, p.N, p.K, alpha, p.A.data(), p.lda, p.B.data(), p.ldb, beta, C.data(),
+                             p.ldc);
+  double worst = 0;
+  for (int64_t i = 0; i < p.M; ++i)
+    for (int64_t j = 0; j < p.ldc; ++j) {
+      const size_t idx = size_t(i * p.ldc + j);
+      if (j >= p.N) {
+        EXPECT_EQ(std::memcmp(&C[idx], &p.C[idx], sizeof(float)), 0) << "padding overwritten, " << p.describe();
+        continue;
+      }
+      double ref, scale;
+      p.reference(i, j, alpha, beta, p.C[idx], ref, scale);
+      worst = std::max(worst, std::fabs(double(C[idx]) - ref) / scale);
+    }
+  EXPECT_LE(worst, kMaxRelError) << p.describe() << " alpha=" << alpha << " beta=" << beta;
+}
+
+// bfloat16 C: the float32 result rounded once (half a bfloat16 ulp, 2^-9 relative) on top of the float32 error.
+void check_bf16_out(const Problem& p, float beta) {
+  std::vector<BFloat16> C(p.C.size());
+  for (size_t i = 0; i < C.size(); ++i) C[i] = BFloat16(p.C[i]);
+  uoe::cpu::gemm_bf16<BFloat16>(p.ta, p.tb, p.M, p.N, p.K, 1.0f, p.A.data(), p.lda, p.B.data(), p.ldb, beta,
+                                C.data(), p.ldc);
+  for (int64_t i = 0; i < p.M; ++i)
+    for (int64_t j = 0; j < p.N; ++j) {
+      const size_t idx = size_t(i * p.ldc + j);
+      double ref, scale;
+      p.reference(i, j, 1.0, beta, double(BFloat16(p.C[idx])), ref, scale);
+      ASSERT_LE(std::fabs(double(C[idx]) - ref), std::ldexp(std::fabs(ref), -8) + kMaxRelError * scale)
+          << p.describe() << " at (" << i << "," << j << ")";
+    }
+}
+
+struct Size {
+  int64_t M, N, K;
+};
+// Odd and round sizes, 1..1000, square and not; K past one cache block (1024) in the last ones.
+const Size kSizes[] = {{1, 1, 1},      {15, 15, 15},   {17, 17, 17},  {33, 33, 33},   {1, 15, 17},
+                       {15, 17, 33},   {33, 1, 15},    {17, 33, 1},   {1000, 17, 15}, {15, 1000, 33},
+                       {33, 17, 1000}, {17, 1, 1000},  {1000, 33, 1}, {61, 65, 2100}, {200, 70, 1030}};
+
+class GemmBf16Test : public ::testing::TestWithParam<Bf16Isa> {
+ protected:
+  void SetUp() override {
+    namespace d = uoe::cpu::detail;
+    if (!d::gemm_bf16_isa_supported(GetParam())) {
+      if (GetParam() == Bf16Isa::Amx)
+        GTEST_SKIP() << "AMX not available on this machine (no AMX-BF16 in CPUID, or Linux refused the tile "
+                        "permission): the AMX bfloat16 GEMM path was not run";
+      GTEST_SKIP() << "AVX512-BF16 not available on this CPU: the avx512_bf16 GEMM path was not run";
+    }
+    ASSERT_TRUE(d::gemm_bf16_force_isa(GetParam()));
+    ASSERT_EQ(d::gemm_bf16_active_isa(), GetParam());
+    std::cout << "[ bf16 GEMM path: " << d::bf16_isa_name(GetParam()) << " ]\n";
+    RecordProperty("bf16_gemm_path", d::bf16_isa_name(GetParam()));
+  }
+  void TearDown() override { uoe::cpu::detail::gemm_bf16_force_isa(Bf16Isa::Auto); }
+};
+
+TEST_P(GemmBf16Test, SizesAndTransposes) {
+  uint32_t seed = 1;
+  for (const Size& s : kSizes)
+    for (int t = 0; t < 4; ++t) check_f32(Problem(t & 1, t & 2, s.M, s.N, s.K, 0, seed += 3), 1.0f, 0.0f);
+}
+
+// Padded leading dims (odd ones split the k pairs across 32-bit words), alpha and beta.
+TEST_P(GemmBf16Test, StridedOperandsAlphaBeta) {
+  uint32_t seed = 100;
+  const float ab[][2] = {{1.0f, 1.0f}, {-0.75f, 0.0f}, {2.5f, -0.5f}, {0.0f, 0.25f}};
+  for (const Size& s : {Size{17, 33, 65}, Size{45, 67, 390}, Size{1, 40, 3}})
+    for (int t = 0; t < 4; ++t)
+      for (int64_t pad : {1, 2, 7})
+        for (const auto& v : ab) check_f32(Problem(t & 1, t & 2, s.M, s.N, s.K, pad, seed += 3), v[0], v[1]);
+}
+
+TEST_P(GemmBf16Test, KZeroScalesC) {
+  check_f32(Problem(false, false, 9, 11, 0, 2, 7), 1.0f, 0.5f);
+  check_f32(Problem(true, true, 9, 11, 0, 2, 8), 1.0f, 0.0f);
+}
+
+TEST_P(GemmBf16Test, BFloat16Output) {
+  uint32_t seed = 200;
+  for (int t = 0; t < 4; ++t) {
+    check_bf16_out(Problem(t & 1, t & 2, 33, 17, 1000, 1, seed += 3), 0.0f);
+    check_bf16_out(Problem(t & 1, t & 2, 15, 40, 64, 0, seed += 3), 1.0f);
+  }
+}
+
+TEST_P(GemmBf16Test, ThreadCountIndependence) {
+  const int saved = omp_get_max_threads();
+  uint32_t seed = 300;
+  for (const Size& s : {Size{300, 257, 511}, Size{97, 1000, 1100}, Size{2, 2000, 50}, Size{515, 3, 777}})
+    for (int t = 0; t < 4; ++t) {
+      const Problem p(t & 1, t & 2, s.M, s.N, s.K, 1, seed += 3);
+      std::vector<std::vector<float>> out;
+      for (int nt : {1, 2, 3}) {
+        omp_set_num_threads(nt);
+        std::vector<float> C = p.C;
+        uoe::cpu::gemm_bf16<float>(p.ta, p.tb, p.M, p.N, p.K, 1.25f, p.A.data(), p.lda, p.B.data(), p.ldb, 0.5f,
+                                   C.data(), p.ldc);
+        out.push_back(std::move(C));
+      }
+      for (size_t i = 1; i < out.size(); ++i)
+        EXPECT_EQ(std::memcmp(out[0].data(), out[i].data(), out[0].size() * sizeof(float)), 0) << p.describe();
+    }
+  omp_set_num_threads(saved);
+}
+
+// Matrix b of a batch equals a standalone GEMM on its slices bit for bit, with broadcast (stride 0) operands, on
+// the over-the-batch (small) and inside-the-GEMM (large) routes.
+void check_batched(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int64_t K, bool bcast_a, bool bcast_b,
+                   uint32_t seed) {
+  const int64_t lda = (ta ? M : K) + 2, ldb = (tb ? K : N) + 1, ldc = N + 3;
+  const int64_t sa = bcast_a ? 0 : (ta ? K : M) * lda, sb = bcast_b ? 0 : (tb ? N : K) * ldb, sc = M * ldc + 5;
+  const auto A = random_bf16(size_t(std::max<int64_t>(sa * batch, (ta ? K : M) * lda)), seed);
+  const auto B = random_bf16(size_t(std::max<int64_t>(sb * batch, (tb ? N : K) * ldb)), seed + 1);
+  std::vector<BFloat16> C(size_t(sc * batch)), E(C.size());
+  uoe::cpu::gemm_batched_bf16<BFloat16>(batch, ta, tb, M, N, K, 0.5f, A.data(), lda, sa, B.data(), ldb, sb, 0.0f,
+                                        C.data(), ldc, sc);
+  for (int64_t b = 0; b < batch; ++b)
+    uoe::cpu::gemm_bf16<BFloat16>(ta, tb, M, N, K, 0.5f, A.data() + b * sa, lda, B.data() + b * sb, ldb, 0.0f,
+                                  E.data() + b * sc, ldc);
+  EXPECT_EQ(std::memcmp(C.data(), E.data(), C.size() * sizeof(BFloat16)), 0)
+      << "batch=" << batch << " M=" << M << " N=" << N << " K=" << K;
+}
+
+TEST_P(GemmBf16Test, Batched) {
+  uint32_t seed = 400;
+  for (int t = 0; t < 4; ++t)
+    for (int bc = 0; bc < 3; ++bc) {
+      check_batched(7, t & 1, t & 2, 9, 13, 21, bc == 1, bc == 2, seed += 4);
+      check_batched(3, t & 1, t & 2, 200, 210, 400, bc == 1, bc == 2, seed += 4);
+    }
+}
+
+std::string path_name(const ::testing::TestParamInfo<Bf16Isa>& info) {
+  return uoe::cpu::detail::bf16_isa_name(info.param);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPaths, GemmBf16Test, ::testing::Values(Bf16Isa::F32, Bf16Isa::Avx512Bf16, Bf16Isa::Amx),
+                         path_name);
+
+TEST(GemmBf16Isa, AutoPicksTheBestPathThisCpuRuns) {
+  namespace d = uoe::cpu::detail;
+  if (std::getenv("UOE_PIN_ISA")) GTEST_SKIP() << "UOE_PIN_ISA is set: it picks the path";
+  d::gemm_bf16_force_isa(Bf16Isa::Auto);
+  const Bf16Isa active = d::gemm_bf16_active_isa();
+  std::cout << "[ bf16 GEMM path chosen: " << d::bf16_isa_name(active) << " ]\n";
+  if (d::gemm_bf16_isa_supported(Bf16Isa::Amx)) EXPECT_EQ(active, Bf16Isa::Amx);
+  else if (d::gemm_bf16_isa_supported(Bf16Isa::Avx512Bf16)) EXPECT_EQ(active, Bf16Isa::Avx512Bf16);
+  else EXPECT_EQ(active, Bf16Isa::F32);
+}
+
+}  // namespace
