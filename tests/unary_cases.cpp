@@ -32,6 +32,7 @@ const std::vector<UnaryCase>& unary_cases() {
       {"gelu", [](const Tensor& x) { return ops::gelu(x); }, gelu_ref},
       {"gelu_tanh", [](const Tensor& x) { return ops::gelu(x, true); }, gelu_tanh_ref},
       {"silu", ops::silu, [](double x) { return x * sigmoid_ref(x); }},
+      {"softplus", ops::softplus, [](double x) { return std::log1p(std::exp(x)); }},
   };
   return rows;
 }
