@@ -30,6 +30,10 @@ __device__ __forceinline__ double m_abs(double x) { return fabs(x); }
 __device__ __forceinline__ float m_pow(float x, float y) { return powf(x, y); }
 __device__ __forceinline__ double m_pow(double x, double y) { return pow(x, y); }
 
+// softplus(x) = max(x, 0) + log1p(exp(-|x|)) (vm::softplus with CUDA's log1p): +-inf give inf / 0, NaN stays NaN.
+__device__ __forceinline__ float softplus(float x) { return max_keep_nan(x, 0.0f) + log1pf(m_exp(-m_abs(x))); }
+__device__ __forceinline__ double softplus(double x) { return max_keep_nan(x, 0.0) + log1p(m_exp(-m_abs(x))); }
+
 // ---- the gelus of vm:: (ops/cpu/vec_math.h), float and double forms (sigmoid and silu: cuda/activation.cuh) ----
 // gelu, tanh approximation: x sigma(v), v = x (c1 + c2 x^2) (= 2 sqrt(2/pi) (x + 0.044715 x^3)).
 __device__ __forceinline__ float gelu_tanh(float x) {
@@ -97,7 +101,8 @@ struct Unary {
     else if constexpr (K == UnaryKind::Sigmoid) return sigmoid(v);
     else if constexpr (K == UnaryKind::Gelu) return gelu_erf(v);
     else if constexpr (K == UnaryKind::GeluTanh) return gelu_tanh(v);
-    else return silu(v);
+    else if constexpr (K == UnaryKind::Silu) return silu(v);
+    else return softplus(v);
   }
 };
 
@@ -176,6 +181,7 @@ void unary_float(UnaryKind kind, const Tensor& out, const Tensor& x) {
     case UnaryKind::Gelu: return run_unary<T, UnaryKind::Gelu>(out, x);
     case UnaryKind::GeluTanh: return run_unary<T, UnaryKind::GeluTanh>(out, x);
     case UnaryKind::Silu: return run_unary<T, UnaryKind::Silu>(out, x);
+    case UnaryKind::Softplus: return run_unary<T, UnaryKind::Softplus>(out, x);
     default: fail("[unary] internal: kind not handled for floats");
   }
 }

@@ -20,6 +20,7 @@ Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, bool tanh_approximation = false);
 Tensor silu(const Tensor& x);
+Tensor softplus(const Tensor& x);  // log(1 + exp(x)), beta 1
 // Fused derivatives used by the backward of gelu and silu: g * f'(x).
 Tensor gelu_backward(const Tensor& x, const Tensor& g, bool tanh_approximation);
 Tensor silu_backward(const Tensor& x, const Tensor& g);

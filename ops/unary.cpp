@@ -1,4 +1,5 @@
-// Unary elementwise ops (neg, exp, log, sqrt, rsqrt, abs, sign, tanh, sigmoid, relu, gelu, silu): forward and backward.
+// Unary elementwise ops (neg, exp, log, sqrt, rsqrt, abs, sign, tanh, sigmoid, relu, gelu, silu, softplus): forward and
+// backward.
 #include "autograd/node.h"
 #include "ops/backend.h"
 #include "ops/kernels/elementwise.h"
@@ -82,6 +83,10 @@ Tensor gelu(const Tensor& x, bool tanh_approximation) {
 }
 Tensor silu(const Tensor& x) {
   return unary_op("silu", UnaryKind::Silu, x, [](const Tensor& x, const Tensor&, const Tensor& g) { return silu_backward(x, g); });
+}
+Tensor softplus(const Tensor& x) {  // d softplus = sigmoid(x)
+  return unary_op("softplus", UnaryKind::Softplus, x,
+                  [](const Tensor& x, const Tensor&, const Tensor& g) { return g * sigmoid(x); });
 }
 
 Tensor gelu_backward(const Tensor& x, const Tensor& g, bool tanh_approximation) {

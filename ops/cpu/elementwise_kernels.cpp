@@ -27,6 +27,7 @@ void unary_float(UnaryKind kind, const Tensor& out, const Tensor& x) {
     case UnaryKind::Gelu: return unary_loop<T, T>(out, x, [](T v) { return vm::gelu_erf(v); });
     case UnaryKind::GeluTanh: return unary_loop<T, T>(out, x, [](T v) { return vm::gelu(v); });
     case UnaryKind::Silu: return unary_loop<T, T>(out, x, [](T v) { return vm::silu(v); });
+    case UnaryKind::Softplus: return unary_loop<T, T>(out, x, [](T v) { return vm::softplus(v); });
     default: fail("[unary] internal: kind not handled for floats");
   }
 }

@@ -8,7 +8,7 @@
 
 // Functions (float: vectorisable, below; double: std:: based, at the end):
 //   exp, exp_ftz (x <= 88, flushes results < FLT_MIN to 0; cheaper, used by softmax), log (x > 0),
-//   tanh, sigmoid, silu, gelu (tanh approximation), gelu_erf (exact), erf, erfc,
+//   tanh, sigmoid, silu, softplus, gelu (tanh approximation), gelu_erf (exact), erf, erfc,
 //   derivatives of the input x: tanh_grad, sigmoid_grad, silu_grad, gelu_grad, gelu_erf_grad,
 //   derivatives from the output y: tanh_grad_from_output (1 - y^2), sigmoid_grad_from_output (y (1 - y)).
 //
@@ -171,6 +171,14 @@ UOE_VM_INLINE float silu(float x) {
   const float xc = detail::max_keep_nan(x, -200.0f);
   return xc * vm::sigmoid(xc);
 }
+// softplus(x) = log(1 + exp(x)) = max(x, 0) + log1p(e), e = exp(-|x|) in [0, 1], with log1p(e) = log(u) e / (u - 1),
+// u = 1 + e rounded (Goldberg: a few ulp), and e itself where u rounds to 1. +-inf give inf / 0, NaN stays NaN.
+UOE_VM_INLINE float softplus(float x) {
+  const float e = vm::exp(-detail::abs_bits(x));
+  const float u = 1.0f + e, d = u - 1.0f;
+  const float log1p_e = detail::select(d == 0.0f, e, vm::log(u) * (e / d));
+  return detail::max_keep_nan(x, 0.0f) + log1p_e;
+}
 // silu'(x) = sigma(x) + x sigma(x) sigma(-x).
 UOE_VM_INLINE float silu_grad(float x) {
   const float xc = detail::clamp_keep_nan(x, -200.0f, 200.0f);
@@ -290,6 +298,7 @@ UOE_VM_INLINE double silu(double x) {
   const double xc = x < -800.0 ? -800.0 : x;
   return xc * vm::sigmoid(xc);
 }
+UOE_VM_INLINE double softplus(double x) { return (x < 0.0 ? 0.0 : x) + std::log1p(std::exp(-std::fabs(x))); }
 UOE_VM_INLINE double silu_grad(double x) {
   const double xc = x < -800.0 ? -800.0 : (x > 800.0 ? 800.0 : x);
   return vm::sigmoid(xc) + xc * vm::sigmoid_grad(xc);

@@ -9,7 +9,7 @@
 
 namespace uoe::kernels {
 
-enum class UnaryKind { Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sign, Tanh, Sigmoid, Relu, Gelu, GeluTanh, Silu };
+enum class UnaryKind { Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sign, Tanh, Sigmoid, Relu, Gelu, GeluTanh, Silu, Softplus };
 enum class ActivationGrad { Gelu, GeluTanh, Silu };
 enum class BinaryKind { Add, Sub, Mul, Div, Pow, Eq, Ne, Lt, Le, Gt, Ge };
 

@@ -154,7 +154,7 @@ TEST_F(CudaKernels, UnaryMatchesCpu) {
   const Tensor sp64 = from_vector(special, {int64_t(special.size())});
   for (UnaryKind k : {UnaryKind::Neg, UnaryKind::Exp, UnaryKind::Log, UnaryKind::Sqrt, UnaryKind::Rsqrt, UnaryKind::Abs,
                       UnaryKind::Sign, UnaryKind::Tanh, UnaryKind::Sigmoid, UnaryKind::Relu, UnaryKind::Gelu,
-                      UnaryKind::GeluTanh, UnaryKind::Silu}) {
+                      UnaryKind::GeluTanh, UnaryKind::Silu, UnaryKind::Softplus}) {
     const bool exact = k == UnaryKind::Neg || k == UnaryKind::Abs || k == UnaryKind::Sign || k == UnaryKind::Relu ||
                        k == UnaryKind::Sqrt || k == UnaryKind::Rsqrt;
     for (DType t : {DType::Float32, DType::Float64}) {
@@ -264,7 +264,7 @@ TEST_F(CudaKernels, Bfloat16KernelsEqualTheFloat32KernelsBetweenCasts) {
   auto bf16 = [](const Tensor& t) { return t.to(DType::BFloat16); };
   for (UnaryKind k : {UnaryKind::Neg, UnaryKind::Exp, UnaryKind::Log, UnaryKind::Sqrt, UnaryKind::Rsqrt, UnaryKind::Abs,
                       UnaryKind::Sign, UnaryKind::Tanh, UnaryKind::Sigmoid, UnaryKind::Relu, UnaryKind::Gelu,
-                      UnaryKind::GeluTanh, UnaryKind::Silu})
+                      UnaryKind::GeluTanh, UnaryKind::Silu, UnaryKind::Softplus})
     expect_same_bits(cuda::unary(k, dev(x)), bf16(cuda::unary(k, dev(xf))), "bf16 unary kind " + std::to_string(int(k)));
   for (ActivationGrad k : {ActivationGrad::Gelu, ActivationGrad::GeluTanh, ActivationGrad::Silu})
     expect_same_bits(cuda::activation_grad(k, dev(x), dev(y)), bf16(cuda::activation_grad(k, dev(xf), dev(yf))),

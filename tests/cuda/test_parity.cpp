@@ -16,6 +16,7 @@
 #include "nn/transformer.h"
 #include "ops/moe.h"
 #include "ops/ops.h"
+#include "unary_cases.h"
 
 namespace uoe {
 namespace {
@@ -45,23 +46,7 @@ Tensor route_indices(const Tensor& like, int64_t T, int64_t K, int64_t n, bool h
 
 std::vector<ParityCase> cases() {
   using ops::RouteWeights;
-  std::vector<ParityCase> c;
-  auto unary = [&](const char* name, Tensor (*f)(const Tensor&), bool positive = false) {
-    c.push_back({name, {{33, 65}}, [f](const Inputs& x) { return f(x[0]); }, positive});
-  };
-  unary("neg", ops::neg);
-  unary("exp", ops::exp);
-  unary("log", ops::log, true);
-  unary("sqrt", ops::sqrt, true);
-  unary("rsqrt", ops::rsqrt, true);
-  unary("abs", ops::abs);
-  unary("tanh", ops::tanh);
-  unary("sigmoid", ops::sigmoid);
-  unary("relu", ops::relu);
-  unary("silu", ops::silu);
-  c.push_back({"sign", {{40}}, [](const Inputs& x) { return ops::sign(x[0]); }, false, false});
-  c.push_back({"gelu", {{33, 65}}, [](const Inputs& x) { return ops::gelu(x[0]); }});
-  c.push_back({"gelu_tanh", {{33, 65}}, [](const Inputs& x) { return ops::gelu(x[0], true); }});
+  std::vector<ParityCase> c = testing::unary_op_cases({33, 65}, false);
   c.push_back({"add_broadcast", {{7, 1, 9}, {5, 9}}, [](const Inputs& x) { return x[0] + x[1]; }});
   c.push_back({"sub", {{6, 17}, {6, 17}}, [](const Inputs& x) { return x[0] - x[1]; }});
   c.push_back({"mul_broadcast_row", {{64, 96}, {96}}, [](const Inputs& x) { return x[0] * x[1]; }});

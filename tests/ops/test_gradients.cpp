@@ -5,6 +5,7 @@
 #include "core/rng.h"
 #include "gradcheck.h"
 #include "ops/ops.h"
+#include "unary_cases.h"
 
 namespace uoe::testing {
 namespace {
@@ -14,22 +15,7 @@ using V = std::vector<Tensor>;
 Tensor idx(std::vector<int64_t> v, Shape s) { return from_vector(v, s, TensorOptions{}.with_dtype(DType::Int64)); }
 
 std::vector<GradCase> cases() {
-  std::vector<GradCase> c;
-  auto unary = [&](const char* name, Tensor (*f)(const Tensor&), bool positive = false) {
-    c.push_back({name, {{3, 5}}, [f](const V& x) { return f(x[0]); }, positive});
-  };
-  unary("neg", ops::neg);
-  unary("exp", ops::exp);
-  unary("log", ops::log, true);
-  unary("sqrt", ops::sqrt, true);
-  unary("rsqrt", ops::rsqrt, true);
-  unary("abs", ops::abs);
-  unary("tanh", ops::tanh);
-  unary("sigmoid", ops::sigmoid);
-  unary("relu", ops::relu);
-  unary("silu", ops::silu);
-  c.push_back({"gelu", {{3, 5}}, [](const V& x) { return ops::gelu(x[0]); }});
-  c.push_back({"gelu_tanh", {{3, 5}}, [](const V& x) { return ops::gelu(x[0], true); }});
+  std::vector<GradCase> c = unary_op_cases({3, 5}, true);
   // binary ops with broadcasting in both directions
   c.push_back({"add_broadcast", {{2, 3, 4}, {3, 1}}, [](const V& x) { return x[0] + x[1]; }});
   c.push_back({"sub_broadcast", {{4}, {2, 1, 4}}, [](const V& x) { return x[0] - x[1]; }});

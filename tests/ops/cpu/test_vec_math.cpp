@@ -183,6 +183,16 @@ TEST(VecMath, SiluAndGrad) {
   EXPECT_EQ(vm::silu_grad(-kInf), 0.0f);
 }
 
+TEST(VecMath, Softplus) {
+  // Reference: the double overload (log1p form), itself checked against log(1 + exp(x)) where that is exact enough.
+  check("softplus", [](float x) { return vm::softplus(x); }, [](double x) { return vm::softplus(x); },
+        [](double, double r) { return 4e-7 * std::fabs(r) + 1e-37; });
+  for (double x : {-30.0, -3.0, -0.5, 0.0, 0.5, 3.0, 30.0}) EXPECT_NEAR(vm::softplus(x), std::log(1 + std::exp(x)), 1e-15);
+  EXPECT_EQ(vm::softplus(kInf), kInf);
+  EXPECT_EQ(vm::softplus(-kInf), 0.0f);
+  EXPECT_NEAR(vm::softplus(-60.0f) / std::exp(-60.0), 1.0, 1e-6);  // the tail keeps relative accuracy
+}
+
 // v = 2u of the tanh-gelu; float rounding of v costs ~|v| ulps of relative accuracy in the far negative tail.
 double gelu_v(double x) { return x * (1.5957691216057308 + 0.07135481627260025 * x * x); }
 
@@ -239,6 +249,7 @@ TEST(VecMath, NaNPropagates) {
     EXPECT_TRUE(std::isnan(vm::sigmoid_grad(x)));
     EXPECT_TRUE(std::isnan(vm::silu(x)));
     EXPECT_TRUE(std::isnan(vm::silu_grad(x)));
+    EXPECT_TRUE(std::isnan(vm::softplus(x)));
     EXPECT_TRUE(std::isnan(vm::gelu(x)));
     EXPECT_TRUE(std::isnan(vm::gelu_grad(x)));
     EXPECT_TRUE(std::isnan(vm::erf(x)));

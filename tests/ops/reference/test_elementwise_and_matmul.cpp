@@ -11,6 +11,7 @@
 
 #include "ops/ops.h"
 #include "ops/reference/reference_harness.h"
+#include "unary_cases.h"
 
 namespace uoe::reference {
 namespace {
@@ -50,10 +51,9 @@ Ref matmul_ref(const Ref& a_in, const Ref& b_in) {
   return reshaped(out, s);
 }
 
-double gelu_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
-constexpr double kTanhC = 0.7978845608028654, kTanhA = 0.044715;  // sqrt(2/pi) and the cubic coefficient
-double gelu_tanh_ref(double x) { return 0.5 * x * (1 + std::tanh(kTanhC * (x + kTanhA * x * x * x))); }
-double sigmoid_ref(double x) { return 1 / (1 + std::exp(-x)); }
+using testing::kTanhA;
+using testing::kTanhC;
+using testing::sigmoid_ref;
 
 // ==== tests ====
 
@@ -137,30 +137,25 @@ struct UnaryOp {
   bool positive = false;
 };
 
-const std::vector<UnaryOp> kUnary = {
-    {"neg", [](const Tensor& x) { return ops::neg(x); }, [](double x) { return -x; }},
-    {"exp", [](const Tensor& x) { return ops::exp(x); }, [](double x) { return std::exp(x); }},
-    {"log", [](const Tensor& x) { return ops::log(x); }, [](double x) { return std::log(x); }, true},
-    {"sqrt", [](const Tensor& x) { return ops::sqrt(x); }, [](double x) { return std::sqrt(x); }, true},
-    {"rsqrt", [](const Tensor& x) { return ops::rsqrt(x); }, [](double x) { return 1 / std::sqrt(x); }, true},
-    {"abs", [](const Tensor& x) { return ops::abs(x); }, [](double x) { return std::fabs(x); }},
-    {"sign", [](const Tensor& x) { return ops::sign(x); }, [](double x) { return double((x > 0) - (x < 0)); }},
-    {"tanh", [](const Tensor& x) { return ops::tanh(x); }, [](double x) { return std::tanh(x); }},
-    {"sigmoid", [](const Tensor& x) { return ops::sigmoid(x); }, sigmoid_ref},
-    {"relu", [](const Tensor& x) { return ops::relu(x); }, [](double x) { return std::max(x, 0.0); }},
-    {"gelu", [](const Tensor& x) { return ops::gelu(x); }, gelu_ref},
-    {"gelu tanh", [](const Tensor& x) { return ops::gelu(x, true); }, gelu_tanh_ref},
-    {"silu", [](const Tensor& x) { return ops::silu(x); }, [](double x) { return x * sigmoid_ref(x); }},
+const std::vector<UnaryOp> kScalarForms = {
     {"pow(x, 3)", [](const Tensor& x) { return ops::pow(x, 3.0); }, [](double x) { return x * x * x; }},
     {"pow(x, 0.5)", [](const Tensor& x) { return ops::pow(x, 0.5); }, [](double x) { return std::sqrt(x); }, true},
     {"x * 2 - 1", [](const Tensor& x) { return x * 2.0 - 1.0; }, [](double x) { return x * 2 - 1; }},
     {"1 - x / 4", [](const Tensor& x) { return 1.0 - x / 4.0; }, [](double x) { return 1 - x / 4; }},
 };
 
+// The unary op rows (tests/unary_cases.h) and the scalar forms of the binary ops.
+std::vector<UnaryOp> unary_ops() {
+  std::vector<UnaryOp> rows;
+  for (const testing::UnaryCase& u : testing::unary_cases()) rows.push_back({u.name, u.fn, u.ref, u.positive});
+  rows.insert(rows.end(), kScalarForms.begin(), kScalarForms.end());
+  return rows;
+}
+
 TEST_F(ReferenceOps, ElementwiseOnEveryLayout) {
   for (const Case& c : all_cases()) {
     const Input x = c.input(c.shape), xp = c.input(c.shape, 1, true), g = c.in(next_layout(c.layout)).input(c.shape, 2);
-    for (const UnaryOp& op : kUnary) {
+    for (const UnaryOp& op : unary_ops()) {
       const Input& in = op.positive ? xp : x;
       Ref want(c.shape);
       for (size_t k = 0; k < want.v.size(); ++k) want.v[k] = op.ref(in.ref.v[k]);
