@@ -2,7 +2,6 @@
 // uoe's own writers. Every input must be read or rejected with one uoe::Error: no other exception, crash, sanitizer report
 // or hang. UOE_FUZZ_INPUTS sets the inputs per format (default 4000: 24,000 per run), UOE_FUZZ_SEED the campaign.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +12,7 @@
 #include "fuzz/corpus.h"
 #include "fuzz/driver.h"
 #include "fuzz/mutator.h"
+#include "one_thread.h"
 
 namespace uoe::fuzz {
 namespace {
@@ -26,21 +26,10 @@ uint64_t env_number(const char* name, uint64_t def) {
   return n;
 }
 
-// One OpenMP thread while a campaign runs: its inputs are small, and each reader's parallel loops (the finiteness
-// check of a checkpoint's tensors) would otherwise wake every worker thousands of times. With ctest running two
-// tests on two cores, those workers spin for cores the other test holds: two campaigns side by side took 22 s
-// instead of 0.5 s here, and 95 s in CI.
-class OneThread {
- public:
-  OneThread() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
-  ~OneThread() { omp_set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
-
+// One OpenMP thread while a campaign runs (tests/one_thread.h): its inputs are small, and each reader's parallel
+// loops (the finiteness check of a checkpoint's tensors) would otherwise wake every worker thousands of times.
 void fuzz_format(const char* format) {
-  const OneThread one_thread;
+  const test::OneThread one_thread;
   const int64_t inputs = int64_t(env_number("UOE_FUZZ_INPUTS", 4000));
   const uint64_t seed = env_number("UOE_FUZZ_SEED", 1);
   const Campaign c = run_campaign(find_target(format), seeds_of(format), inputs, seed);

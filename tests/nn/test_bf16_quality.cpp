@@ -14,6 +14,7 @@
 #include "nn/dataset.h"
 #include "nn/tokenizer.h"
 #include "nn/trainer.h"
+#include "one_thread.h"
 
 namespace uoe::nn {
 namespace {
@@ -46,6 +47,7 @@ double final_val_loss(const TokenDataset& data, const std::string& out, std::opt
 }
 
 TEST(Bf16Quality, TinyUoeValidationLossMatchesFloat32Within003Nats) {
+  const test::OneThread one_thread;  // beside another test under ctest -j2: no workers spinning for its core
   const std::string dir = test::temp_dir("bf16_quality");
   const auto data = training_data(dir);
   const double f32 = final_val_loss(*data, dir + "/f32", std::nullopt);
