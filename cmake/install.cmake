@@ -21,7 +21,7 @@ endforeach()
 install(TARGETS uoe uoe_config EXPORT uoeTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT uoe_development)
 install(EXPORT uoeTargets NAMESPACE uoe:: DESTINATION ${UOE_INSTALL_CMAKEDIR} COMPONENT uoe_development)
-if(TARGET uoe_cli)
+if(TARGET uoe_cli AND UOE_BUILD_APPS)  # a subproject builds the program only on request: not installed there
   install(TARGETS uoe_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT uoe_program)
 endif()
 

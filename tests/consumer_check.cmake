@@ -3,7 +3,8 @@
 #         -DCXX=<compiler> -DCONSUMER_ARGS=<extra configure arguments, separated by |> -P consumer_check.cmake
 # installed:    `cmake --install` of the build under test into WORK_DIR/prefix, then find_package(uoe) from there, and
 #               the same program compiled by hand with `pkg-config --cflags --libs uoe` (when pkg-config exists);
-# subdirectory: add_subdirectory(<uoe checkout>) in a fresh build of the consumer (the library alone is built).
+# subdirectory: add_subdirectory(<uoe checkout>) in a fresh build of the consumer (the library alone is built),
+#               then that CPU-only library installed and found with find_package(uoe) as in `installed`.
 cmake_minimum_required(VERSION 3.24)
 string(REPLACE "|" ";" CONSUMER_ARGS "${CONSUMER_ARGS}")
 
@@ -47,18 +48,24 @@ function(check_docs_show_the_program doc heading)
                         "\n${shown}")
   endif()
 endfunction()
+# `cmake --install` of `uoe_build` into `prefix`, then the consumer configured in `build` with find_package(uoe)
+# from there, built and run.
+function(install_and_find uoe_build prefix build)
+  file(REMOVE_RECURSE ${prefix} ${build})
+  run("cmake --install ${uoe_build}" ${CMAKE_COMMAND} --install ${uoe_build} --prefix ${prefix})
+  run("configuring against ${prefix}" ${CMAKE_COMMAND} -S ${consumer_source} -B ${build}
+      -DCMAKE_PREFIX_PATH=${prefix} ${CONSUMER_ARGS})
+  run("building against ${prefix}" ${CMAKE_COMMAND} --build ${build})
+  run_consumer(${build}/consumer)
+endfunction()
+
 set(consumer_build ${WORK_DIR}/${MODE})
 file(REMOVE_RECURSE ${consumer_build})
 if(MODE STREQUAL "installed")
   check_docs_show_the_program(README.md "## A taste")
   check_docs_show_the_program(docs/GUIDE.md "## 12. Use uoe from your own C++ program")
   set(prefix ${WORK_DIR}/prefix)
-  file(REMOVE_RECURSE ${prefix})
-  run("cmake --install" ${CMAKE_COMMAND} --install ${UOE_BINARY_DIR} --prefix ${prefix})
-  run("configuring against ${prefix}" ${CMAKE_COMMAND} -S ${consumer_source} -B ${consumer_build}
-      -DCMAKE_PREFIX_PATH=${prefix} ${CONSUMER_ARGS})
-  run("building" ${CMAKE_COMMAND} --build ${consumer_build})
-  run_consumer(${consumer_build}/consumer)
+  install_and_find(${UOE_BINARY_DIR} ${prefix} ${consumer_build})
   find_program(PKG_CONFIG pkg-config)
   if(PKG_CONFIG)
     file(GLOB pc_file ${prefix}/lib*/pkgconfig/uoe.pc ${prefix}/lib/*/pkgconfig/uoe.pc)
@@ -80,6 +87,10 @@ elseif(MODE STREQUAL "subdirectory")
     endif()
   endforeach()
   run_consumer(${consumer_build}/consumer)
+  # The subproject's library is a CPU-only build with its install rules on (UOE_INSTALL=ON): installed and found
+  # with find_package, it is the CPU-only half of the installed-package check (the `installed` mode has this
+  # build's CUDA, MPI and NCCL).
+  install_and_find(${consumer_build} ${WORK_DIR}/prefix-cpu-only ${consumer_build}-installed)
 else()
   message(FATAL_ERROR "consumer_check.cmake: MODE must be installed or subdirectory, got '${MODE}'")
 endif()
