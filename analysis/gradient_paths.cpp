@@ -2,6 +2,7 @@
 #include "analysis/gradient_paths.h"
 
 #include <cmath>
+#include <tuple>
 
 #include "core/error.h"
 #include "ops/ops.h"
@@ -65,22 +66,29 @@ RoutingGradientSplit GradientPathProbe::split() const {
   return s;
 }
 
-PathNorms path_norms(const RoutingGradientSplit& s) {
-  const int64_t n = s.full_gate.size(0);
-  // Both matrices of expert i as one vector: [n, 2·d·r] in float64
-  auto per_expert = [n](const Tensor& gate, const Tensor& up) {
-    return ops::cat({gate.reshape({n, -1}), up.reshape({n, -1})}, 1).to(DType::Float64);
+PathNorms path_norms(const RoutingGradientSplit& s, bool per_neuron) {
+  const int64_t n = s.full_gate.size(0), d = s.full_gate.size(1), r = s.full_gate.size(2);
+  const int64_t groups = per_neuron ? n * r : n;
+  // Both matrices of expert e (or of its neuron j: their column j) as one vector: [groups, ·] in float64
+  auto grouped = [&](const Tensor& gate, const Tensor& up) {
+    const Tensor g = gate.defined() ? gate : zeros_like(s.full_gate), u = up.defined() ? up : zeros_like(s.full_up);
+    const auto rows = [&](const Tensor& t) {
+      return per_neuron ? t.permute({0, 2, 1}).reshape({n * r, d}) : t.reshape({n, d * r});
+    };
+    return ops::cat({rows(g), rows(u)}, 1).to(DType::Float64);
   };
-  const Tensor vse = per_expert(s.vse_gate, s.vse_up), score = per_expert(s.score_gate, s.score_up);
-  const Tensor full = per_expert(s.full_gate, s.full_up);
+  const Tensor vse = grouped(s.vse_gate, s.vse_up), score = grouped(s.score_gate, s.score_up);
+  const Tensor aux = grouped(s.aux_gate, s.aux_up), full = grouped(s.full_gate, s.full_up);
   auto norms = [](const Tensor& t) { return ops::sqrt(ops::sum(t * t, {1})).to_vector<double>(); };
   PathNorms p;
   p.vse = norms(vse);
   p.score = norms(score);
+  p.weights = norms(score - aux);
+  p.aux = norms(aux);
   p.full = norms(full);
   p.rest = norms(full - vse - score);
   const std::vector<double> dot = ops::sum(vse * score, {1}).to_vector<double>();
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < groups; ++i) {
     const double denom = p.vse[size_t(i)] * p.score[size_t(i)];
     p.cosine.push_back(denom > 0 ? dot[size_t(i)] / denom : 0.0);
   }
@@ -89,16 +97,36 @@ PathNorms path_norms(const RoutingGradientSplit& s) {
 
 std::vector<RoutingGradientSplit> routing_gradient_paths(nn::LanguageModel& model, const Tensor& ids,
                                                          const Tensor& targets) {
+  std::vector<nn::UoeFfn*> layers;
   std::vector<std::unique_ptr<GradientPathProbe>> probes;
   for (auto& block : model.blocks)
-    if (auto* uoe = dynamic_cast<nn::UoeFfn*>(block->ffn.get())) probes.push_back(std::make_unique<GradientPathProbe>(*uoe));
+    if (auto* uoe = dynamic_cast<nn::UoeFfn*>(block->ffn.get())) {
+      layers.push_back(uoe);
+      probes.push_back(std::make_unique<GradientPathProbe>(*uoe));
+    }
   UOE_CHECK(!probes.empty(), "[gradient paths] the model has no UoE layer (ffn kind '",
             nn::ffn_kind_name(model.config.ffn.kind), "')");
   model.zero_grad();
   model.loss(ids, targets).backward();
   std::vector<RoutingGradientSplit> out;
   for (const auto& p : probes) out.push_back(p->split());
+  model.zero_grad();
+  for (size_t i = 0; i < layers.size(); ++i) std::tie(out[i].aux_gate, out[i].aux_up) = own_aux_gradient(*layers[i]);
   return out;
+}
+
+std::pair<Tensor, Tensor> own_aux_gradient(nn::UoeFfn& layer) {
+  UOE_CHECK(layer.trace.input.defined(), "[gradient paths] the UoE layer has no traced forward (set record first)");
+  const int64_t r = layer.cfg.routing_neurons;
+  layer.zero_grad();
+  const nn::FfnOut out = layer.forward(layer.trace.input);
+  std::pair<Tensor, Tensor> g;
+  if (out.aux.defined()) {
+    out.aux.backward();
+    g = {routing_grad(layer.w.gate, r), routing_grad(layer.w.up, r)};
+  }
+  layer.zero_grad();
+  return g;
 }
 
 }  // namespace uoe::analysis

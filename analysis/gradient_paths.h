@@ -4,7 +4,9 @@
 //                                                                    auxiliary loss on the scores).
 // A probe records both incoming gradients with hooks on the two consumers of H, then pulls each back to
 // the routing-neuron weights W_gate[i][:, :r], W_up[i][:, :r] alone. The parts add up to the full gradient;
-// with combine = full_expert the selected experts' own computation is a third path (full − vse − score).
+// with combine = full_expert the selected experts' own computation is a further path (full − vse − score).
+// The scores' part holds the layer's own auxiliary loss (load balance, top-p's entropy), which own_aux_gradient
+// measures alone: the third path, shown apart from the routing weights'.
 #pragma once
 #include <memory>
 #include <vector>
@@ -16,7 +18,8 @@ namespace uoe::analysis {
 
 struct RoutingGradientSplit {
   Tensor vse_gate, vse_up;      // [n, d, r] through the virtual shared expert
-  Tensor score_gate, score_up;  // [n, d, r] through the routing scores
+  Tensor score_gate, score_up;  // [n, d, r] through the routing scores (routing weights and the own aux loss)
+  Tensor aux_gate, aux_up;      // [n, d, r] the part of score_* from the layer's own auxiliary loss (undefined: none)
   Tensor full_gate, full_up;    // [n, d, r] what the parameters received (their .grad)
 };
 
@@ -41,15 +44,21 @@ class GradientPathProbe {
   bool was_recording_;
 };
 
-// Per expert: Frobenius norm of each part over both matrices, the rest (full − vse − score, the
-// selected-expert path of combine = full_expert, else rounding), and the cosine between vse and score.
+// Per expert (or per routing neuron, index e·r + j): Frobenius norm of each part over both matrices, the routing
+// weights' part (score − aux), the rest (full − vse − score, the selected-expert path of combine = full_expert, else
+// rounding), and the cosine between vse and score.
 struct PathNorms {
-  std::vector<double> vse, score, full, rest, cosine;
+  std::vector<double> vse, score, weights, aux, full, rest, cosine;
 };
-PathNorms path_norms(const RoutingGradientSplit& s);
+PathNorms path_norms(const RoutingGradientSplit& s, bool per_neuron = false);
+
+// The gradient of `layer`'s own auxiliary loss alone into its routing neurons W_gate[:, :, :r], W_up[:, :, :r]:
+// the layer runs again (with gradients) on the input of its last traced forward and only that loss goes backward.
+// Undefined tensors when the layer has none. The layer's parameter gradients are cleared (zero_grad) after.
+std::pair<Tensor, Tensor> own_aux_gradient(nn::UoeFfn& layer);
 
 // One batch through `model` (gradients zeroed first, forward, backward): the split of every UoE layer,
-// in layer order. Gradients are left in the parameters.
+// in layer order, with its own auxiliary loss's part. The gradients are cleared after (zero_grad).
 std::vector<RoutingGradientSplit> routing_gradient_paths(nn::LanguageModel& model, const Tensor& ids,
                                                          const Tensor& targets);
 

@@ -1,17 +1,73 @@
 // The analysis as data: stats.json and CSV tables (one row per layer and expert or bin).
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 
 #include "analysis/report.h"
+#include "analysis/routing_flags.h"
 #include "core/atomic_file.h"
 
 namespace uoe::analysis {
 namespace {
 
+// A number, or null where it is undefined (NaN: e.g. an AUC without both outcomes); JSON has no NaN.
+json::Value number(double x) { return std::isfinite(x) ? json::Value(x) : json::Value(nullptr); }
+
 json::Value array_of(const std::vector<double>& v) {
   json::Value a = json::Value::array();
-  for (double x : v) a.push_back(x);
+  for (double x : v) a.push_back(number(x));
   return a;
+}
+
+json::Value to_json(const NeuronScan& s) {
+  json::Value j = json::Value::object();
+  j["r"] = s.r;
+  j["pick_tokens"] = s.pick_tokens;
+  j["test_tokens"] = s.test_tokens;
+  j["auc_best_r"] = array_of(s.auc_best);
+  j["auc_first_r"] = array_of(s.auc_first);
+  j["auc_all_neurons"] = array_of(s.auc_all);
+  j["auc_routing_score"] = array_of(s.auc_score);
+  json::Value best = json::Value::array();
+  for (const auto& neurons : s.best) {
+    json::Value b = json::Value::array();
+    for (int64_t i : neurons) b.push_back(i);
+    best.push_back(b);
+  }
+  j["best_neurons"] = best;
+  j["topk_overlap_best_r"] = s.overlap_best;
+  j["topk_overlap_first_r"] = s.overlap_first;
+  j["random_overlap"] = s.random_overlap;
+  return j;
+}
+
+json::Value to_json(const PathNorms& p) {
+  json::Value g = json::Value::object();
+  g["vse"] = array_of(p.vse);
+  g["score"] = array_of(p.score);
+  g["routing_weights"] = array_of(p.weights);
+  g["aux_loss"] = array_of(p.aux);
+  g["full"] = array_of(p.full);
+  g["rest"] = array_of(p.rest);
+  g["cosine_vse_score"] = array_of(p.cosine);
+  return g;
+}
+
+json::Value to_json(const std::vector<std::vector<TopToken>>& top) {
+  json::Value experts = json::Value::array();
+  for (const auto& list : top) {
+    json::Value tokens = json::Value::array();
+    for (const TopToken& t : list) {
+      json::Value x = json::Value::object();
+      x["id"] = t.id;
+      x["text"] = t.text;
+      x["count"] = t.count;
+      x["share"] = t.share;
+      tokens.push_back(x);
+    }
+    experts.push_back(tokens);
+  }
+  return experts;
 }
 
 json::Value to_json(const Agreement& g) {
@@ -19,6 +75,8 @@ json::Value to_json(const Agreement& g) {
   j["spearman"] = g.spearman;
   j["spearman_per_expert"] = array_of(g.spearman_expert);
   j["topk_overlap"] = g.overlap;
+  j["topk_overlap_standard_error"] = g.overlap_se;
+  j["tokens"] = g.tokens;
   j["random_overlap"] = g.random_overlap;
   return j;
 }
@@ -45,14 +103,26 @@ json::Value to_json(const LayerAnalysis& l) {
   j["score_vs_full_activation"] = to_json(l.full);
   if (l.has_rest) j["score_vs_rest_activation"] = to_json(l.rest);
   if (l.has_gradient_paths) {
-    json::Value g = json::Value::object();
-    g["vse"] = array_of(l.gradient.vse);
-    g["score"] = array_of(l.gradient.score);
-    g["full"] = array_of(l.gradient.full);
-    g["rest"] = array_of(l.gradient.rest);
-    g["cosine_vse_score"] = array_of(l.gradient.cosine);
+    json::Value g = to_json(l.gradient);
     g["split_error"] = l.gradient_split_error;
     j["gradient_paths"] = g;
+  }
+  json::Value coselection = json::Value::array();
+  for (int64_t a = 0; a < l.n_experts && !l.coselection.empty(); ++a)
+    coselection.push_back(array_of({l.coselection.begin() + a * l.n_experts, l.coselection.begin() + (a + 1) * l.n_experts}));
+  j["coselection"] = coselection;
+  j["top_tokens"] = to_json(l.top_tokens);
+  if (l.has_neurons) {
+    j["neuron_scan"] = to_json(l.neurons.scan);
+    if (l.neurons.has_shared) j["shared_share"] = l.neurons.shared_share;
+    if (l.neurons.has_routing_neurons) {
+      json::Value n = json::Value::object();
+      n["activation_rate"] = array_of(l.neurons.routing.rate);
+      n["mean_abs_activation"] = array_of(l.neurons.routing.mean_abs);
+      n["correlation_with_selection"] = array_of(l.neurons.routing.corr);
+      if (l.has_gradient_paths) n["gradient_paths"] = to_json(l.neuron_gradient);
+      j["routing_neurons"] = n;
+    }
   }
   return j;
 }
@@ -68,45 +138,24 @@ json::Value to_json(const AnalysisResult& r) {
   json::Value layers = json::Value::array();
   for (const LayerAnalysis& l : r.layers) layers.push_back(to_json(l));
   j["layers"] = layers;
+  json::Value flags = json::Value::array();
+  for (const RoutingFlag& f : routing_flags(r)) {
+    json::Value x = json::Value::object();
+    x["kind"] = f.kind;
+    x["layer"] = f.layer;
+    x["expert"] = f.expert;
+    x["value"] = f.value;
+    x["threshold"] = f.threshold;
+    x["message"] = f.message;
+    flags.push_back(x);
+  }
+  j["flags"] = flags;
   return j;
 }
 
 void write_report(const std::string& dir, const AnalysisResult& r, const std::string& title) {
   std::filesystem::create_directories(dir);
-  std::ostringstream load, scores, margins, agreement, gradient, tokens;
-  load << "layer,expert,load\n";
-  scores << "layer,expert,bin_lo,bin_hi,count\n";
-  margins << "layer,bin_lo,bin_hi,count\n";
-  agreement << "layer,expert,reference,spearman_over_tokens\n";
-  gradient << "layer,expert,vse_norm,score_norm,full_norm,rest_norm,cosine_vse_score\n";
-  tokens << "position,text,layer,top_expert\n";
-  for (size_t li = 0; li < r.layers.size(); ++li) {
-    const LayerAnalysis& l = r.layers[li];
-    for (size_t e = 0; e < l.load.size(); ++e) {
-      load << li << "," << e << "," << l.load[e] << "\n";
-      const Histogram& h = l.scores[e];
-      for (size_t b = 0; b < h.counts.size(); ++b)
-        scores << li << "," << e << "," << h.edges[b] << "," << h.edges[b + 1] << "," << h.counts[b] << "\n";
-      agreement << li << "," << e << ",full," << l.full.spearman_expert[e] << "\n";
-      if (l.has_rest) agreement << li << "," << e << ",rest," << l.rest.spearman_expert[e] << "\n";
-      if (l.has_gradient_paths)
-        gradient << li << "," << e << "," << l.gradient.vse[e] << "," << l.gradient.score[e] << "," << l.gradient.full[e]
-                 << "," << l.gradient.rest[e] << "," << l.gradient.cosine[e] << "\n";
-    }
-    for (size_t b = 0; b < l.margin.counts.size(); ++b)
-      margins << li << "," << l.margin.edges[b] << "," << l.margin.edges[b + 1] << "," << l.margin.counts[b] << "\n";
-    for (size_t t = 0; t < l.example_expert.size() && t < r.example_pieces.size(); ++t) {
-      std::string piece;  // CSV-quoted text of the token
-      for (char ch : r.example_pieces[t]) piece += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-      tokens << t << ",\"" << piece << "\"," << li << "," << l.example_expert[t] << "\n";
-    }
-  }
-  write_file_atomic(dir + "/load.csv", load.str());
-  write_file_atomic(dir + "/scores.csv", scores.str());
-  write_file_atomic(dir + "/margins.csv", margins.str());
-  write_file_atomic(dir + "/agreement.csv", agreement.str());
-  write_file_atomic(dir + "/gradient_paths.csv", gradient.str());
-  write_file_atomic(dir + "/token_experts.csv", tokens.str());
+  for (const auto& [name, text] : csv_tables(r)) write_file_atomic(dir + "/" + name + ".csv", text);
   write_file_atomic(dir + "/stats.json", to_json(r).dump(2) + "\n");
   write_file_atomic(dir + "/report.html", report_html(r, title));
 }

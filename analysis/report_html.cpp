@@ -1,31 +1,19 @@
 // The analysis report as one self-contained XHTML page: summary table, inline SVG charts per layer,
 // token text coloured by top expert. No scripts, no external resources.
-#include <cstdio>
 #include <sstream>
 
 #include "analysis/report.h"
+#include "analysis/report_parts.h"
+#include "analysis/routing_flags.h"
 #include "analysis/svg_chart.h"
 #include "core/utf8.h"
 
 namespace uoe::analysis {
 namespace {
 
-std::string num(double v, const char* format = "%.3f") {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
-
-// "0".."n-1" (axis categories) or "expert 0".. (legends)
-std::vector<std::string> expert_names(int64_t n, const char* prefix = "") {
-  std::vector<std::string> names;
-  for (int64_t i = 0; i < n; ++i) {
-    std::ostringstream s;
-    s << prefix << i;
-    names.push_back(s.str());
-  }
-  return names;
-}
+using html::expert_names;
+using html::figure;
+using html::num;
 
 // Bytes that are not valid UTF-8 become U+FFFD, so a token piece cut inside a character stays readable.
 std::string valid_utf8(const std::string& s) {
@@ -44,30 +32,15 @@ std::string valid_utf8(const std::string& s) {
   return out;
 }
 
-void figure(std::ostringstream& o, const std::string& id, const std::string& svg, const std::string& caption) {
-  o << "<figure id=\"" << id << "\">\n" << svg << "<figcaption>" << escape_xml(caption) << "</figcaption>\n</figure>\n";
-}
-
-std::string ffn_summary(const nn::ModelConfig& c) {
-  const nn::FfnConfig& f = c.ffn;
-  std::ostringstream o;
-  o << nn::ffn_kind_name(f.kind) << " FFN, " << c.n_layers << " layers, d_model " << c.d_model << ", n = " << f.n_experts
-    << " experts of width D = " << f.expert_width;
-  if (f.kind == nn::FfnKind::UoE)
-    o << ", r = " << f.routing_neurons << " routing neurons, score " << nn::switch_name(f.score) << ", combine "
-      << nn::switch_name(f.combine) << ", routing "
-      << (f.routing == nn::Routing::TopP ? "top-p " + num(f.top_p, "%.2f") : "top-" + std::to_string(f.top_k));
-  else
-    o << ", top-" << f.top_k;
-  return o.str();
-}
-
 void summary_table(std::ostringstream& o, const AnalysisResult& r) {
   const bool uoe = r.config.ffn.kind == nn::FfnKind::UoE;
   o << "<table>\n<tr><th>layer</th><th>load entropy</th><th>confidence entropy</th><th>experts / token</th>"
        "<th>margin mean</th><th>margin median</th><th>Spearman (score, full act.)</th>"
        "<th>top-K overlap (full act.)</th><th>random overlap</th>";
   if (uoe) o << "<th>Spearman (score, neurons r..D)</th><th>overlap (r..D)</th><th>mean ‖∇ VSE‖ / ‖∇ score‖</th>";
+  const bool shared = !r.layers.empty() && r.layers[0].has_neurons && r.layers[0].neurons.has_shared;
+  if (shared) o << "<th>" << (uoe ? "VSE" : "shared expert") << " share of the output norm</th>";
+  o << "<th>neuron scan: overlap by best r</th>";
   o << "</tr>\n";
   for (size_t li = 0; li < r.layers.size(); ++li) {
     const LayerAnalysis& l = r.layers[li];
@@ -88,6 +61,8 @@ void summary_table(std::ostringstream& o, const AnalysisResult& r) {
         << (defined ? num(sum / defined, "%.3g") + " (" + std::to_string(defined) + " experts)" : std::string("n/a"))
         << "</td>";
     }
+    if (shared) o << "<td>" << (l.has_neurons ? num(l.neurons.shared_share) : std::string("n/a")) << "</td>";
+    o << "<td>" << (l.has_neurons ? num(l.neurons.scan.overlap_best) : std::string("n/a")) << "</td>";
     o << "</tr>\n";
   }
   o << "</table>\n";
@@ -145,27 +120,25 @@ void layer_section(std::ostringstream& o, const AnalysisResult& r, size_t li) {
     figure(o, id + "-gradient-paths",
            bar_chart_svg(L + "gradient into the routing neurons, by path", "expert", "‖gradient‖", experts,
                          {{"via VSE", {}, l.gradient.vse},
-                          {"via scores", {}, l.gradient.score},
+                          {"via routing weights", {}, l.gradient.weights},
+                          {"via aux loss", {}, l.gradient.aux},
                           {"full", {}, l.gradient.full}}),
            "Frobenius norms over W_gate[:, :r] and W_up[:, :r]: via VSE = through the virtual shared expert, "
-               "via scores = through the routing weights (and any loss on the scores); on " + std::to_string(r.gradient_tokens) +
-               " tokens; largest relative split error " + num(l.gradient_split_error, "%.2g") + ".");
+               "via routing weights = through the top-K weights (the language-model loss and later layers), via aux "
+               "loss = the layer's own auxiliary loss on its scores (load balance, top-p entropy), shown apart; on " +
+               std::to_string(r.gradient_tokens) + " tokens; largest relative split error " +
+               num(l.gradient_split_error, "%.2g") + ".");
   }
   token_view(o, r, li);
+  html::neuron_sections(o, r, li);
 }
 
 }  // namespace
 
 std::string report_html(const AnalysisResult& r, const std::string& title) {
   std::ostringstream o;
-  o << "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n<title>"
-    << escape_xml(title) << "</title>\n<style>\n"
-       "body { font-family: sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }\n"
-       "table { border-collapse: collapse; font-size: 13px; } td, th { border: 1px solid #ccc; padding: 3px 6px; }\n"
-       "figure { margin: 1.5em 0; } figcaption { font-size: 13px; color: #555; }\n"
-       ".tokens { font-family: monospace; white-space: pre-wrap; line-height: 1.6; border: 1px solid #ddd; padding: 8px; }\n"
-       ".legend span { padding: 2px 6px; margin-right: 4px; font-size: 13px; }\n</style>\n</head>\n<body>\n";
-  o << "<h1>" << escape_xml(title) << "</h1>\n<p>" << escape_xml(ffn_summary(r.config)) << ". " << r.tokens
+  o << html::page_start(title);
+  o << "<h1>" << escape_xml(title) << "</h1>\n<p>" << escape_xml(html::ffn_summary(r.config)) << ". " << r.tokens
     << " tokens analysed in " << num(r.seconds, "%.1f") << " s. Metrics are defined in docs/METRICS.md.</p>\n";
   const std::vector<std::string> layers = [&] {
     std::vector<std::string> v;
@@ -180,14 +153,22 @@ std::string report_html(const AnalysisResult& r, const std::string& title) {
     random.push_back(l.full.random_overlap);
     rest_overlap.push_back(l.rest.overlap);
   }
-  // Table of contents: the summary, then each layer's figures.
-  o << "<nav id=\"contents\"><h2>Contents</h2>\n<ul>\n<li><a href=\"#summary\">Summary</a></li>\n";
-  for (size_t li = 0; li < r.layers.size(); ++li)
-    o << "<li><a href=\"#layer" << li << "\">Layer " << li << "</a>: <a href=\"#layer" << li << "-load\">load</a>, <a "
-      << "href=\"#layer" << li << "-scores\">scores</a>, <a href=\"#layer" << li << "-agreement\">score vs activation</a>"
-      << (r.layers[li].has_gradient_paths ? ", <a href=\"#layer" + std::to_string(li) + "-gradient-paths\">gradient "
-                                            "paths</a>" : "")
-      << ", <a href=\"#layer" << li << "-tokens\">tokens</a></li>\n";
+  html::flags_section(o, routing_flags(r));
+  // Table of contents: the flags, the summary, then each layer's figures.
+  o << "<nav id=\"contents\"><h2>Contents</h2>\n<ul>\n<li><a href=\"#flags\">Flags</a></li>\n"
+       "<li><a href=\"#summary\">Summary</a></li>\n";
+  for (size_t li = 0; li < r.layers.size(); ++li) {
+    const std::string id = "layer" + std::to_string(li);
+    std::vector<std::pair<std::string, std::string>> parts = {
+        {"-load", "load"}, {"-scores", "scores"}, {"-agreement", "score vs activation"}};
+    if (r.layers[li].has_gradient_paths) parts.push_back({"-gradient-paths", "gradient paths"});
+    parts.push_back({"-tokens", "tokens"});
+    for (const auto& part : html::neuron_parts(r.layers[li])) parts.push_back(part);
+    o << "<li><a href=\"#" << id << "\">Layer " << li << "</a>: ";
+    for (size_t p = 0; p < parts.size(); ++p)
+      o << (p ? ", " : "") << "<a href=\"#" << id << parts[p].first << "\">" << parts[p].second << "</a>";
+    o << "</li>\n";
+  }
   o << "</ul></nav>\n";
   o << "<h2 id=\"summary\">Summary</h2>\n";
   summary_table(o, r);
@@ -201,8 +182,27 @@ std::string report_html(const AnalysisResult& r, const std::string& title) {
   figure(o, "summary-agreement",
          bar_chart_svg("Are neurons secretly routers? Top-K overlap per layer", "layer", "overlap", layers, agree),
          "Fraction of the selected experts that are also among the top-K experts by the norm of their full activation.");
+  figure(o, "summary-load-heatmap", html::load_heatmap_svg(r, "Expert load, layers × experts"),
+         "Fraction of each layer's routed slots that each expert takes (uniform: 1/n = " +
+             num(r.layers.empty() ? 0.0 : 1.0 / double(r.layers[0].n_experts)) + ").");
+  if (!r.layers.empty() && r.layers[0].has_neurons) {
+    std::vector<double> best, first, chance;
+    for (const LayerAnalysis& l : r.layers) {
+      best.push_back(l.neurons.scan.overlap_best);
+      first.push_back(l.neurons.scan.overlap_first);
+      chance.push_back(l.neurons.scan.random_overlap);
+    }
+    const std::string rs = std::to_string(r.layers[0].neurons.scan.r);
+    figure(o, "summary-scan",
+           bar_chart_svg("Neuron scan: would the best " + rs + " neurons of each expert route like the router?",
+                         "layer", "top-K overlap with the router", layers,
+                         {{"best " + rs + " neurons", {}, best}, {"first " + rs + " neurons", {}, first},
+                          {"random selection", {}, chance}}),
+           "Per token, the experts with the largest norm over their best " + rs + " neurons (picked on half of the "
+           "sampled tokens, tested on the other half) against the experts the router selected.");
+  }
   for (size_t li = 0; li < r.layers.size(); ++li) layer_section(o, r, li);
-  o << "</body>\n</html>\n";
+  o << html::page_end();
   return o.str();
 }
 

@@ -6,42 +6,13 @@
 #include <cmath>
 #include <numeric>
 
+#include "analysis/statistics.h"
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "ops/ops.h"
 
 namespace uoe::analysis {
 namespace {
-
-// Ranks 1..m of v (ties share their average rank).
-std::vector<double> ranks(const std::vector<double>& v) {
-  std::vector<size_t> order(v.size());
-  std::iota(order.begin(), order.end(), size_t(0));
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
-  std::vector<double> r(v.size());
-  for (size_t i = 0; i < order.size();) {
-    size_t j = i;
-    while (j + 1 < order.size() && v[order[j + 1]] == v[order[i]]) ++j;
-    for (size_t k = i; k <= j; ++k) r[order[k]] = 0.5 * double(i + j) + 1.0;
-    i = j + 1;
-  }
-  return r;
-}
-
-// Pearson correlation; NaN when either side is constant.
-double pearson(const std::vector<double>& a, const std::vector<double>& b) {
-  const double m = double(a.size());
-  const double ma = std::accumulate(a.begin(), a.end(), 0.0) / m, mb = std::accumulate(b.begin(), b.end(), 0.0) / m;
-  double sab = 0, saa = 0, sbb = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    sab += (a[i] - ma) * (b[i] - mb);
-    saa += (a[i] - ma) * (a[i] - ma);
-    sbb += (b[i] - mb) * (b[i] - mb);
-  }
-  return saa > 0 && sbb > 0 ? sab / std::sqrt(saa * sbb) : std::nan("");
-}
-
-double spearman(const std::vector<double>& a, const std::vector<double>& b) { return pearson(ranks(a), ranks(b)); }
 
 // Normalised entropy of non-negative weights (normalised to sum 1 first), divided by log(base).
 double normalised_entropy(const std::vector<double>& w, double base) {
@@ -76,19 +47,25 @@ std::vector<int64_t> selected(const std::vector<int64_t>& idx, int64_t t, int64_
 }
 
 constexpr size_t kScatterPoints = 4096;
+constexpr size_t kTopTokens = 8;  // tokens listed per expert
 
 }  // namespace
 
 LayerAccumulator::LayerAccumulator(int64_t n_experts, int64_t slots)
-    : n_(n_experts), slots_(slots), count_(size_t(n_experts), 0.0), scores_(size_t(n_experts)) {
+    : n_(n_experts),
+      slots_(slots),
+      count_(size_t(n_experts), 0.0),
+      scores_(size_t(n_experts)),
+      coselected_(size_t(n_experts * n_experts), 0.0) {
   full_.score.resize(size_t(n_));
   full_.norm.resize(size_t(n_));
   rest_.score.resize(size_t(n_));
   rest_.norm.resize(size_t(n_));
 }
 
-void LayerAccumulator::add_routing(const nn::RoutingTrace& trace) {
+void LayerAccumulator::add_routing(const nn::RoutingTrace& trace, const std::vector<int64_t>& ids) {
   const int64_t T = trace.scores.size(0), K = trace.route.indices.size(1);
+  UOE_CHECK(ids.empty() || int64_t(ids.size()) == T, "[analysis] ", ids.size(), " token ids for a trace of ", T, " tokens");
   UOE_CHECK(trace.scores.size(1) == n_ && K == slots_, "[analysis] trace of shape scores ", shape_str(trace.scores.shape()),
             ", indices ", shape_str(trace.route.indices.shape()), " does not match n = ", n_, ", K = ", slots_);
   const std::vector<double> s = trace.scores.to(DType::Float64).to_vector<double>();
@@ -99,7 +76,16 @@ void LayerAccumulator::add_routing(const nn::RoutingTrace& trace) {
     std::vector<double> weights;
     for (int64_t k = 0; k < K; ++k)
       if (idx[size_t(t * K + k)] >= 0) weights.push_back(w[size_t(t * K + k)]);
-    for (int64_t e : sel) count_[size_t(e)] += 1;
+    for (int64_t e : sel) {
+      count_[size_t(e)] += 1;
+      for (int64_t f : sel) coselected_[size_t(e * n_ + f)] += 1;
+    }
+    if (!ids.empty()) {
+      std::vector<int64_t>& c = token_experts_[ids[size_t(t)]];
+      c.resize(size_t(n_ + 1), 0);
+      for (int64_t e : sel) c[size_t(e)] += 1;
+      c[size_t(n_)] += 1;
+    }
     routed_ += double(sel.size());
     selected_sum_ += double(sel.size());
     confidence_sum_ += normalised_entropy(weights, double(K));
@@ -119,15 +105,10 @@ void LayerAccumulator::add_agreement(AgreementSums& a, const std::vector<double>
     a.spearman += rho;
     a.ranked += 1;
   }
-  // top-|sel| experts by the reference (ties: lower index first)
-  std::vector<int64_t> order(static_cast<size_t>(n_));
-  std::iota(order.begin(), order.end(), int64_t(0));
-  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return ref[size_t(x)] > ref[size_t(y)]; });
   if (!sel.empty()) {
-    int64_t common = 0;
-    for (size_t k = 0; k < sel.size(); ++k)
-      common += std::count(sel.begin(), sel.end(), order[k]);
-    a.overlap += double(common) / double(sel.size());
+    const double o = selection_overlap(ref, sel);
+    a.overlap += o;
+    a.overlap_squares += o * o;
     a.random_overlap += double(sel.size()) / double(n_);
     a.tokens += 1;
   }
@@ -144,6 +125,10 @@ void LayerAccumulator::add_activations(const nn::Ffn& ffn, const nn::RoutingTrac
   const Tensor x = ops::index_select(trace.input, 0, index);                                  // [S, d]
   const std::vector<double> s = ops::index_select(trace.scores, 0, index).to(DType::Float64).to_vector<double>();
   const std::vector<int64_t> idx = ops::index_select(trace.route.indices, 0, index).to_vector<int64_t>();
+  sample_inputs_.push_back(x);
+  sample_weights_.push_back(ops::index_select(trace.route.weights, 0, index));
+  sample_scores_.insert(sample_scores_.end(), s.begin(), s.end());
+  sample_indices_.insert(sample_indices_.end(), idx.begin(), idx.end());
   const auto* uoe = dynamic_cast<const nn::UoeFfn*>(&ffn);
   const std::vector<double> full = expert_activation_norms(ffn, x, 0, -1).to(DType::Float64).to_vector<double>();  // [S, n]
   std::vector<double> rest;
@@ -168,6 +153,11 @@ Agreement LayerAccumulator::summarise(const AgreementSums& a) {
   g.spearman = a.ranked > 0 ? a.spearman / double(a.ranked) : 0.0;
   g.overlap = a.tokens > 0 ? a.overlap / double(a.tokens) : 0.0;
   g.random_overlap = a.tokens > 0 ? a.random_overlap / double(a.tokens) : 0.0;
+  g.tokens = a.tokens;
+  if (a.tokens > 1) {
+    const double m = double(a.tokens), var = (a.overlap_squares - a.overlap * a.overlap / m) / (m - 1);
+    g.overlap_se = std::sqrt(std::max(0.0, var) / m);
+  }
   for (size_t i = 0; i < a.score.size(); ++i) {
     const double rho = a.score[i].size() > 1 ? spearman(a.score[i], a.norm[i]) : std::nan("");
     g.spearman_expert.push_back(std::isfinite(rho) ? rho : 0.0);
@@ -198,34 +188,36 @@ LayerAnalysis LayerAccumulator::finish(int64_t bins) const {
   l.sample_score = sample_score_;
   l.sample_norm = sample_norm_;
   l.sample_expert = sample_expert_;
+  for (double c : coselected_) l.coselection.push_back(tokens_ > 0 ? c / double(tokens_) : 0.0);
+  if (!token_experts_.empty()) l.top_tokens = top_tokens(token_experts_, n_, kTopTokens);
   return l;
 }
 
-Tensor expert_activation_norms(const nn::Ffn& ffn, const Tensor& x, int64_t lo, int64_t hi) {
-  NoGradGuard no_grad;
-  const nn::ExpertWeights* w = nullptr;
-  const Tensor* gate_down = nullptr;
-  int64_t d_low = 0;
-  if (const auto* m = dynamic_cast<const nn::MoeFfn*>(&ffn)) w = &m->w;
-  if (const auto* u = dynamic_cast<const nn::UoeFfn*>(&ffn)) w = &u->w;
-  if (const auto* a = dynamic_cast<const nn::AoeFfn*>(&ffn)) {
-    w = &a->w;
-    gate_down = &a->gate_down;
-    d_low = a->cfg.d_low;
+LayerSample LayerAccumulator::sample() const {
+  LayerSample s;
+  if (sample_inputs_.empty()) return s;
+  s.input = ops::cat(sample_inputs_, 0);
+  s.weights = ops::cat(sample_weights_, 0);
+  s.scores = sample_scores_;
+  s.indices = sample_indices_;
+  return s;
+}
+
+std::vector<std::vector<TopToken>> top_tokens(const std::map<int64_t, std::vector<int64_t>>& counts, int64_t n,
+                                              size_t count) {
+  std::vector<std::vector<TopToken>> top(static_cast<size_t>(n));
+  for (const auto& [id, c] : counts)
+    for (int64_t e = 0; e < n; ++e)
+      if (c[size_t(e)] > 0) top[size_t(e)].push_back({id, "", c[size_t(e)], double(c[size_t(e)]) / double(c[size_t(n)])});
+  for (auto& list : top) {
+    // count × share, then the count, then the lower id: a total order
+    std::sort(list.begin(), list.end(), [](const TopToken& a, const TopToken& b) {
+      const double ka = double(a.count) * a.share, kb = double(b.count) * b.share;
+      return ka != kb ? ka > kb : a.count != b.count ? a.count > b.count : a.id < b.id;
+    });
+    if (list.size() > count) list.resize(count);
   }
-  UOE_CHECK(w, "[expert_activation_norms] the layer has no experts (dense FFN)");
-  const int64_t n = w->gate.size(0), D = w->gate.size(2);
-  if (hi < 0) hi = D;
-  UOE_CHECK(0 <= lo && lo < hi && hi <= D, "[expert_activation_norms] neuron range [", lo, ", ", hi, ") is not inside [0, ", D, ")");
-  std::vector<Tensor> norms;
-  for (int64_t i = 0; i < n; ++i) {
-    // g_i: the gate input (AoE: x W_down[i], [T, d_low]); h_i = silu(g_i W_gate[i]) ⊙ (x W_up[i])   [T, hi − lo]
-    const Tensor g_in = gate_down ? ops::matmul(x, gate_down->narrow(1, i * d_low, d_low)) : x;
-    const Tensor h = ops::silu(ops::matmul(g_in, w->gate.select(0, i).narrow(1, lo, hi - lo))) *
-                     ops::matmul(x, w->up.select(0, i).narrow(1, lo, hi - lo));
-    norms.push_back(ops::sqrt(ops::sum(h * h, {1})));  // [T]
-  }
-  return ops::stack(norms, 1);  // [T, n]
+  return top;
 }
 
 namespace {
@@ -286,13 +278,15 @@ AnalysisResult analyze(nn::LanguageModel& model, const nn::TokenFile& data, int6
     NoGradGuard no_grad;
     for (int64_t w0 = 0; w0 < n_windows; w0 += o.batch) {
       const int64_t rows = std::min(o.batch, n_windows - w0), first_token = w0 * seq;
-      model.forward(windows(data, val_begin, w0, rows, seq, 0));
+      const Tensor batch = windows(data, val_begin, w0, rows, seq, 0);  // [rows, seq]
+      const std::vector<int64_t> ids = batch.to_vector<int64_t>();
+      model.forward(batch);
       std::vector<int64_t> sampled;  // rows of this batch's [rows·seq] tokens picked for the activation study
       for (int64_t t = (stride - first_token % stride) % stride; t < rows * seq; t += stride)
         if ((first_token + t) / stride < o.activation_tokens) sampled.push_back(t);
       for (size_t l = 0; l < model.blocks.size(); ++l) {
         const nn::Ffn& ffn = *model.blocks[l]->ffn;
-        acc[l].add_routing(ffn.trace);
+        acc[l].add_routing(ffn.trace, ids);
         acc[l].add_activations(ffn, ffn.trace, sampled);
         const std::vector<int64_t> top = ffn.trace.route.indices.select(1, 0).to_vector<int64_t>();
         for (int64_t t = 0; t < rows * seq && int64_t(example[l].size()) < o.example_tokens; ++t) example[l].push_back(top[size_t(t)]);
@@ -302,8 +296,14 @@ AnalysisResult analyze(nn::LanguageModel& model, const nn::TokenFile& data, int6
   }
   for (auto& b : model.blocks) b->ffn->record = false;
   for (size_t l = 0; l < acc.size(); ++l) {
-    result.layers.push_back(acc[l].finish(o.bins));
-    result.layers.back().example_expert = example[l];
+    LayerAnalysis la = acc[l].finish(o.bins);
+    la.example_expert = example[l];
+    for (auto& list : la.top_tokens)
+      for (TopToken& t : list) t.text = tokenizer.decode({int32_t(t.id)});
+    const LayerSample sample = acc[l].sample();
+    la.has_neurons = sample.tokens() >= 2;  // the scan picks neurons on one half and tests them on the other
+    if (la.has_neurons) la.neurons = analyze_neurons(*model.blocks[l]->ffn, sample);
+    result.layers.push_back(std::move(la));
   }
   const std::vector<int64_t> shown = read_wrapped(data, val_begin, std::min(o.example_tokens, total));
   for (int64_t id : shown) result.example_pieces.push_back(tokenizer.decode({int32_t(id)}));
@@ -316,6 +316,7 @@ AnalysisResult analyze(nn::LanguageModel& model, const nn::TokenFile& data, int6
       LayerAnalysis& la = result.layers[l];
       la.has_gradient_paths = true;
       la.gradient = path_norms(splits[l]);
+      la.neuron_gradient = path_norms(splits[l], true);
       for (int64_t i = 0; i < n && c.ffn.combine == nn::Combine::Vse; ++i)
         if (la.gradient.full[size_t(i)] > 0)
           la.gradient_split_error = std::max(la.gradient_split_error, la.gradient.rest[size_t(i)] / la.gradient.full[size_t(i)]);

@@ -4,10 +4,13 @@
 // examples. docs/METRICS.md defines every number.
 #pragma once
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "analysis/expert_activations.h"
 #include "analysis/gradient_paths.h"
+#include "analysis/neuron_stats.h"
 #include "nn/dataset.h"
 #include "nn/tokenizer.h"
 #include "nn/transformer.h"
@@ -32,6 +35,16 @@ struct Agreement {
   std::vector<double> spearman_expert;   // [n] rank correlation over tokens, per expert
   double overlap = 0;                    // mean |selected ∩ top-|selected| by reference| / |selected|
   double random_overlap = 0;             // the same for a uniformly random selection: mean k_t / n
+  double overlap_se = 0;                 // standard error of `overlap` (per-token spread / √tokens)
+  int64_t tokens = 0;                    // tokens compared
+};
+
+// A token that an expert takes often and mostly (docs/METRICS.md "Top tokens per expert").
+struct TopToken {
+  int64_t id = 0;
+  std::string text;   // decoded
+  int64_t count = 0;  // times this token was routed to the expert (any slot)
+  double share = 0;   // count / occurrences of the token: the fraction of them the expert took
 };
 
 struct Histogram {
@@ -57,6 +70,11 @@ struct LayerAnalysis {
   PathNorms gradient;                     // per expert
   double gradient_split_error = 0;        // max_i ‖full − vse − score − (selected path)‖ / ‖full‖ with combine = vse
   std::vector<int64_t> example_expert;    // top expert of each example token
+  std::vector<double> coselection;        // [n·n] fraction of tokens that selected both i and j (diagonal: i at all)
+  std::vector<std::vector<TopToken>> top_tokens;  // [n] best first (empty when the token ids were not given)
+  bool has_neurons = false;               // the sampled tokens' neuron analysis (neuron_stats.h)
+  NeuronAnalysis neurons;
+  PathNorms neuron_gradient;              // UoE: the gradient paths per routing neuron, index e·r + j
 };
 
 struct AnalysisResult {
@@ -72,15 +90,20 @@ struct AnalysisResult {
 class LayerAccumulator {
  public:
   LayerAccumulator(int64_t n_experts, int64_t slots);
-  // Load, confidence, scores and margins of every token of `trace`.
-  void add_routing(const nn::RoutingTrace& trace);
-  // Score-vs-activation agreement on the trace's rows `rows` (full activations of every expert).
+  // Load, confidence, scores, margins and co-selection of every token of `trace`; with the token `ids` (one per
+  // trace row), the counts behind the top tokens per expert too.
+  void add_routing(const nn::RoutingTrace& trace, const std::vector<int64_t>& ids = {});
+  // Score-vs-activation agreement on the trace's rows `rows` (full activations of every expert); the rows join
+  // the sample of the neuron analysis.
   void add_activations(const nn::Ffn& ffn, const nn::RoutingTrace& trace, const std::vector<int64_t>& rows);
+  // The summary; top_tokens without their text, which the caller decodes.
   LayerAnalysis finish(int64_t bins) const;
+  // The rows given to add_activations so far, with their routing.
+  LayerSample sample() const;
 
  private:
   struct AgreementSums {
-    double spearman = 0, overlap = 0, random_overlap = 0;
+    double spearman = 0, overlap = 0, overlap_squares = 0, random_overlap = 0;
     int64_t ranked = 0, tokens = 0;
     std::vector<std::vector<double>> score, norm;  // [n][tokens] for the per-expert correlation
   };
@@ -97,11 +120,17 @@ class LayerAccumulator {
   bool has_rest_ = false;
   std::vector<double> sample_score_, sample_norm_;
   std::vector<int64_t> sample_expert_;
+  std::vector<double> coselected_;                     // [n·n] tokens that selected both
+  std::map<int64_t, std::vector<int64_t>> token_experts_;  // token id -> [n + 1] times routed to each, occurrences
+  std::vector<Tensor> sample_inputs_, sample_weights_;  // per add_activations call: [S_c, d], [S_c, K]
+  std::vector<double> sample_scores_;                   // [S·n]
+  std::vector<int64_t> sample_indices_;                 // [S·K]
 };
 
-// Every expert's activation norm ‖silu(g_i W_gate[i]) ⊙ (x W_up[i])‖ over neurons [lo, hi) (hi < 0: D),
-// g_i = x (AoE: x's factorised-gate projection): [T, n]. ffn: MoeFfn, AoeFfn or UoeFfn; x: [T, d].
-Tensor expert_activation_norms(const nn::Ffn& ffn, const Tensor& x, int64_t lo, int64_t hi = -1);
+// The `count` tokens of each expert ranked by count × share (frequent in the expert and mostly sent to it), from
+// the counts per token id ([n + 1]: routed to each expert, occurrences).
+std::vector<std::vector<TopToken>> top_tokens(const std::map<int64_t, std::vector<int64_t>>& counts, int64_t n,
+                                              size_t count);
 
 // Runs the whole analysis on `model` over `data`'s validation split (wrapping to the start of the file
 // when it is shorter than options.tokens, which must not exceed the file's tokens).

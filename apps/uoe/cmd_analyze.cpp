@@ -1,19 +1,20 @@
-// uoe analyze: routing analysis of a checkpoint over a text (report.html, stats.json, CSV files).
+// uoe analyze: routing analysis of a checkpoint over a text (report.html, stats.json, CSV files), or of two
+// checkpoints side by side (--compare).
 #include <algorithm>
 #include <cstdio>
 #include <optional>
 
+#include "analysis/compare_report.h"
 #include "analysis/report.h"
+#include "analysis/routing_flags.h"
 #include "commands.h"
 #include "nn/checkpoint.h"
 
 namespace uoe::cli {
+namespace {
 
-int cmd_analyze(const Args& a) {
-  set_threads(a.integer("threads"));
-  const std::string ckpt = a.required("ckpt"), data = a.required("data"), out = a.required("out");
+analysis::AnalysisOptions analysis_options(const Args& a) {
   analysis::AnalysisOptions o;
-  const bool tokens_given = a.has("tokens");
   o.tokens = a.integer("tokens");
   o.seq = a.integer("seq");
   o.batch = a.integer("batch");
@@ -22,7 +23,12 @@ int cmd_analyze(const Args& a) {
   o.example_tokens = a.integer("examples");
   o.bins = a.integer("bins");
   UOE_CHECK(o.bins >= 1 && o.example_tokens >= 0, "--bins must be >= 1 and --examples >= 0");
+  return o;
+}
 
+// The analysis of checkpoint `ckpt` over `data` (the memory it needs checked first), with a progress bar.
+analysis::AnalysisResult analyze_checkpoint(const Args& a, const std::string& ckpt, const std::string& data,
+                                            analysis::AnalysisOptions o) {
   const nn::ModelConfig config = nn::checkpoint_config(ckpt);
   const int64_t seq = o.seq > 0 ? o.seq : config.context;
   if (seq <= config.context && o.batch >= 1 && o.gradient_windows >= 1) {  // else analyze's own errors say why
@@ -35,22 +41,22 @@ int cmd_analyze(const Args& a) {
     check_inference_memory(a, "analyze", config, {.batch = o.batch, .seq = seq}, Device::cpu(), backward);
   }
   const TrainedModel trained = load_trained_model(ckpt);
-  nn::LanguageModel& model = *trained.model;
-  const nn::Tokenizer& tokenizer = *trained.tokenizer;
-  const auto tokens = open_tokens_once(data, tokenizer, checkpoint_tokens_advice(ckpt));
+  const auto tokens = open_tokens_once(data, *trained.tokenizer, checkpoint_tokens_advice(ckpt));
   const nn::TokenDataset split(tokens);
-  if (!tokens_given) o.tokens = std::min(o.tokens, tokens->size());  // the default: at most the whole file
+  if (!a.has("tokens")) o.tokens = std::min(o.tokens, tokens->size());  // the default: at most the whole file
   std::optional<TaskProgress> progress;
   progress.emplace("window");
   o.on_batch = [&](int64_t done, int64_t total) {
     progress->update(done, total, done == total && config.ffn.kind == nn::FfnKind::UoE ? "gradient paths next" : "");
   };
-  const analysis::AnalysisResult r = analysis::analyze(model, *tokens, split.val_begin(), tokenizer, o);
+  analysis::AnalysisResult r = analysis::analyze(*trained.model, *tokens, split.val_begin(), *trained.tokenizer, o);
   progress.reset();  // the bar's line ends before the summary
-  analysis::write_report(out, r, "Routing analysis of " + ckpt);
+  return r;
+}
 
-  std::printf("analysed %ld tokens of %s in %.1f s (%s FFN)\n", long(r.tokens), data.c_str(), r.seconds,
-              nn::ffn_kind_name(model.config.ffn.kind));
+void print_summary(const std::string& ckpt, const std::string& data, const analysis::AnalysisResult& r) {
+  std::printf("%s: analysed %ld tokens of %s in %.1f s (%s FFN)\n", ckpt.c_str(), long(r.tokens), data.c_str(),
+              r.seconds, nn::ffn_kind_name(r.config.ffn.kind));
   std::printf("%-6s %13s %13s %12s %12s %12s\n", "layer", "load entropy", "confidence H", "spearman", "topK overlap",
               "random");
   for (size_t l = 0; l < r.layers.size(); ++l) {
@@ -58,7 +64,28 @@ int cmd_analyze(const Args& a) {
     std::printf("%-6zu %13.3f %13.3f %12.3f %12.3f %12.3f\n", l, x.load_entropy, x.confidence_entropy, x.full.spearman,
                 x.full.overlap, x.full.random_overlap);
   }
-  std::printf("report: %s/report.html\n", out.c_str());
+  for (const analysis::RoutingFlag& f : analysis::routing_flags(r)) std::printf("flag: %s\n", f.message.c_str());
+}
+
+}  // namespace
+
+int cmd_analyze(const Args& a) {
+  set_threads(a.integer("threads"));
+  const std::string ckpt = a.required("ckpt"), data = a.required("data"), out = a.required("out");
+  const analysis::AnalysisOptions o = analysis_options(a);
+  const analysis::AnalysisResult r = analyze_checkpoint(a, ckpt, data, o);
+  print_summary(ckpt, data, r);
+  if (!a.has("compare")) {
+    analysis::write_report(out, r, "Routing analysis of " + ckpt);
+    std::printf("report: %s/report.html\n", out.c_str());
+    return 0;
+  }
+  const std::string other = a.str("compare");
+  const analysis::AnalysisResult b = analyze_checkpoint(a, other, data, o);
+  print_summary(other, data, b);
+  analysis::write_compare_report(out, {ckpt, r}, {other, b});
+  std::printf("report: %s/report.html (A: %s/a/report.html, B: %s/b/report.html)\n", out.c_str(), out.c_str(),
+              out.c_str());
   return 0;
 }
 

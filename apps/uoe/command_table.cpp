@@ -160,6 +160,8 @@ std::vector<Flag> analyze_flags() {
   return {ckpt_flag(),
           data_flag("text (or token file) whose validation split is analysed"),
           {"out", F::Text, "", "directory of report.html, stats.json and the CSV files", true},
+          {"compare", F::Text, "", "a second checkpoint (another run, or another step of the same one) analysed the "
+           "same way: --out gets a side-by-side report.html and compare.csv, and each full report in a/ and b/"},
           {"tokens", F::Integer, integer_text(d.tokens), "tokens run through the model (at most the whole file "
            "unless given)"},
           {"seq", F::Integer, integer_text(d.seq), "tokens per window (0: the model's context)"},
@@ -202,7 +204,7 @@ const std::vector<Command>& commands() {
        compare_flags(), cmd_compare},
       {"plot", "charts of a run's metrics.jsonl: <run>/plots/*.svg and index.html", "uoe plot --run runs/a",
        plot_flags(), cmd_plot},
-      {"analyze", "routing analysis of a checkpoint: report.html, stats.json, CSV",
+      {"analyze", "routing and neuron analysis of a checkpoint (or two side by side): report.html, stats.json, CSV",
        "uoe analyze --ckpt runs/a/checkpoint --data text.txt --out runs/a/analysis", analyze_flags(), cmd_analyze},
       {"graph", "the autograd graph of one Transformer block as DOT (and SVG with Graphviz)",
        "uoe graph --config tiny-uoe --layer 0 --out runs/graph/block.dot", graph_flags(), cmd_graph},

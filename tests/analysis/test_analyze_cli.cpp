@@ -60,21 +60,24 @@ TEST(AnalyzeCli, UoeReportHasEveryChartAndConsistentData) {
   ASSERT_EQ(doc.find("nav", "id", "contents").size(), 1u);
   EXPECT_EQ(doc.find("h2", "id", "summary").size(), 1u);
   const std::vector<test::XmlElement> links = doc.find("a");
-  EXPECT_EQ(links.size(), 1u + 2u * 6u) << "summary, and per layer: the layer, load, scores, agreement, gradient "
-                                           "paths, tokens";
+  EXPECT_EQ(links.size(), 2u + 2u * 11u) << "flags, summary, and per layer: the layer, load, scores, agreement, "
+                                            "gradient paths, tokens, routing neurons, neuron gradients, neuron scan, "
+                                            "co-selection, top tokens";
   for (const test::XmlElement& link : links) {
     const std::string target = link.attribute("href").substr(1);
     EXPECT_EQ(doc.find("figure", "id", target).size() + doc.find("h2", "id", target).size(), 1u) << target;
   }
   EXPECT_EQ(html.find("<script"), std::string::npos);
   EXPECT_EQ(html.find("src="), std::string::npos);  // no external resources
-  std::vector<std::string> ids = {"summary-entropy", "summary-agreement"};
+  EXPECT_EQ(doc.find("h2", "id", "flags").size(), 1u);
+  std::vector<std::string> ids = {"summary-entropy", "summary-agreement", "summary-load-heatmap", "summary-scan"};
   for (const char* layer : {"layer0", "layer1"})
-    for (const char* part : {"-load", "-scores", "-margin", "-agreement", "-gradient-paths", "-tokens"})
+    for (const char* part : {"-load", "-scores", "-margin", "-agreement", "-gradient-paths", "-tokens", "-neurons",
+                             "-neuron-gradients", "-scan", "-coselection", "-top-tokens"})
       ids.push_back(std::string(layer) + part);
   for (const std::string& id : ids) EXPECT_EQ(doc.find("figure", "id", id).size(), 1u) << id;
   EXPECT_EQ(doc.find("figure").size(), ids.size());
-  EXPECT_EQ(doc.find("svg").size(), ids.size() - 2);  // every figure but the two token views is a chart
+  EXPECT_EQ(doc.find("svg").size(), ids.size() - 4);  // every figure but the token views and top-token tables is a chart
   EXPECT_GE(doc.find("span").size(), 100u);           // the coloured example tokens
 
   const json::Value stats = json::parse(read(dir + "/report/stats.json"), "stats.json");
@@ -92,7 +95,8 @@ TEST(AnalyzeCli, UoeReportHasEveryChartAndConsistentData) {
     EXPECT_TRUE(overlap >= 0 && overlap <= 1) << overlap;
     EXPECT_DOUBLE_EQ(layers[l].at("score_vs_full_activation").at("random_overlap").as_double(), 0.5);  // K / n
   }
-  for (const char* csv : {"load", "scores", "margins", "agreement", "gradient_paths", "token_experts"}) {
+  for (const char* csv : {"layers", "load", "scores", "margins", "agreement", "gradient_paths", "neurons", "neuron_scan",
+                          "coselection", "top_tokens", "token_experts"}) {
     const std::string text = read(dir + "/report/" + csv + ".csv");
     EXPECT_GT(std::count(text.begin(), text.end(), '\n'), 2) << csv;
   }
