@@ -120,6 +120,74 @@ TEST(AnalyzeCli, MoeReportLeavesOutTheUoeParts) {
   EXPECT_FALSE(stats.at("layers").as_array()[0].contains("score_vs_rest_activation"));
 }
 
+TEST(AnalyzeCli, AoeAndMoeGetTheNeuronScanButNoRoutingNeurons) {
+  const std::string dir = test::temp_dir("analyze_scan");
+  const auto data = test::micro_data(dir);
+  for (const nn::FfnKind kind : {nn::FfnKind::AoE, nn::FfnKind::MoE}) {
+    const std::string ckpt = micro_checkpoint(dir, kind, *data), out_dir = dir + "/report_" + nn::ffn_kind_name(kind);
+    int code = 0;
+    const std::string out = analyze(ckpt, dir + "/text.txt", out_dir, &code);
+    ASSERT_EQ(code, 0) << out;
+    const test::XmlCheck doc = test::check_xml(read(out_dir + "/report.html"));
+    ASSERT_EQ(doc.error, "");
+    for (const char* id : {"layer0-scan", "layer1-scan", "summary-scan", "summary-load-heatmap", "layer0-coselection",
+                           "layer0-top-tokens"})
+      EXPECT_EQ(doc.find("figure", "id", id).size(), 1u) << id;
+    EXPECT_EQ(doc.find("figure", "id", "layer0-neurons").size(), 0u);
+    EXPECT_FALSE(std::filesystem::exists(out_dir + "/neurons.csv"));
+    const std::string scan = read(out_dir + "/neuron_scan.csv");
+    EXPECT_EQ(std::count(scan.begin(), scan.end(), '\n'), 1 + 2 * 4) << scan;
+    const json::Value stats = json::parse(read(out_dir + "/stats.json"), "stats.json");
+    const json::Value& layer = stats.at("layers").as_array()[0];
+    EXPECT_EQ(layer.at("neuron_scan").at("r").as_int(), 8);
+    EXPECT_FALSE(layer.contains("routing_neurons"));
+    // the micro MoE has a shared expert; AoE has none
+    EXPECT_EQ(layer.contains("shared_share"), kind == nn::FfnKind::MoE);
+  }
+}
+
+TEST(AnalyzeCli, CompareWritesOneSideBySideReport) {
+  const std::string dir = test::temp_dir("analyze_compare");
+  const auto data = test::micro_data(dir);
+  const std::string a = micro_checkpoint(dir, nn::FfnKind::UoE, *data), b = micro_checkpoint(dir, nn::FfnKind::MoE, *data);
+  int code = 0;
+  const std::string out = test::run_command(std::string(UOE_CLI_PATH) + " analyze --ckpt " + a + " --compare " + b +
+                                                " --data " + dir + "/text.txt --out " + dir + "/cmp --tokens 1024 --seq 32 "
+                                                "--samples 128 --examples 20 --grad-windows 1",
+                                            &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("report: " + dir + "/cmp/report.html"), std::string::npos) << out;
+  const std::string html = read(dir + "/cmp/report.html");
+  const test::XmlCheck doc = test::check_xml(html);
+  ASSERT_EQ(doc.error, "") << doc.error;
+  for (const char* id : {"compare-entropy", "compare-agreement", "compare-scan", "compare-shared", "compare-load-a",
+                         "compare-load-b"})
+    EXPECT_EQ(doc.find("figure", "id", id).size(), 1u) << id;
+  EXPECT_EQ(doc.find("figure", "id", "compare-gradient-paths").size(), 0u) << "only one side is UoE";
+  EXPECT_EQ(doc.find("h2", "id", "flags-a").size() + doc.find("h2", "id", "flags-b").size(), 2u);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  for (const char* side : {"a", "b"}) {
+    EXPECT_EQ(doc.find("a", "href", std::string(side) + "/report.html").size(), 1u) << side;
+    EXPECT_EQ(test::check_xml(read(dir + "/cmp/" + side + "/report.html")).error, "") << side;
+    EXPECT_TRUE(std::filesystem::exists(dir + "/cmp/" + side + "/stats.json")) << side;
+  }
+  // compare.csv: per layer the metrics both sides have, with b − a
+  const std::string csv = read(dir + "/cmp/compare.csv");
+  std::istringstream lines(csv);
+  std::string line;
+  std::getline(lines, line);
+  EXPECT_EQ(line, "layer,metric,a,b,b_minus_a");
+  int load_rows = 0;
+  while (std::getline(lines, line))
+    if (line.find("\"load entropy\"") != std::string::npos) {
+      ++load_rows;
+      const auto c1 = line.rfind(','), c2 = line.rfind(',', c1 - 1), c3 = line.rfind(',', c2 - 1);
+      const double va = std::stod(line.substr(c3 + 1)), vb = std::stod(line.substr(c2 + 1)), diff = std::stod(line.substr(c1 + 1));
+      EXPECT_NEAR(diff, vb - va, 1e-8) << line;
+    }
+  EXPECT_EQ(load_rows, 2);
+}
+
 TEST(AnalyzeCli, BadInputGetsOneClearError) {
   const std::string dir = test::temp_dir("analyze_bad");
   const auto data = test::micro_data(dir);
