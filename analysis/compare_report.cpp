@@ -60,23 +60,25 @@ size_t layer_count(const NamedAnalysis& a, const NamedAnalysis& b) {
 }
 
 void comparison_table(std::ostringstream& o, const NamedAnalysis& a, const NamedAnalysis& b) {
-  o << "<table>\n<tr><th>layer</th><th>metric</th><th>A</th><th>B</th><th>B − A</th></tr>\n";
-  for (size_t li = 0; li < layer_count(a, b); ++li)
-    for (const Metric& m : metrics()) {
+  o << "<table>\n<tr><th>metric</th><th>layer</th><th>A</th><th>B</th><th>B − A</th></tr>\n";
+  for (const Metric& m : metrics())
+    for (size_t li = 0; li < layer_count(a, b); ++li) {
       const double x = value(a.result, li, m), y = value(b.result, li, m);
       if (!std::isfinite(x) && !std::isfinite(y)) continue;
-      o << "<tr><td>" << li << "</td><td>" << escape_xml(m.name) << "</td><td>" << cell(x) << "</td><td>" << cell(y)
+      o << "<tr><td>" << escape_xml(m.name) << "</td><td>" << li << "</td><td>" << cell(x) << "</td><td>" << cell(y)
         << "</td><td>" << cell(y - x) << "</td></tr>\n";
     }
   o << "</table>\n";
 }
 
-// Metric `name` per layer for both sides, as two bar series (and any extra series).
-std::vector<Series> per_layer(const NamedAnalysis& a, const NamedAnalysis& b, const std::string& name) {
+// Metric `name` per layer for both sides, as two bar series labelled `prefix`A and `prefix`B (the chart's title
+// names the metric).
+std::vector<Series> per_layer(const NamedAnalysis& a, const NamedAnalysis& b, const std::string& name,
+                              const std::string& prefix = "") {
   const Metric* m = nullptr;
   for (const Metric& x : metrics())
     if (x.name == name) m = &x;
-  std::vector<Series> s = {{"A: " + name, {}, {}}, {"B: " + name, {}, {}}};
+  std::vector<Series> s = {{prefix + "A", {}, {}}, {prefix + "B", {}, {}}};
   for (size_t li = 0; li < layer_count(a, b); ++li) {
     s[0].y.push_back(value(a.result, li, *m));
     s[1].y.push_back(value(b.result, li, *m));
@@ -99,7 +101,7 @@ void charts(std::ostringstream& o, const NamedAnalysis& a, const NamedAnalysis& 
          "1 = every expert gets the same share of the routed slots.");
   std::vector<Series> agree = per_layer(a, b, "top-K overlap (full activation)");
   agree.push_back(per_layer(a, b, "random overlap")[0]);
-  agree.back().label = "A: random selection";
+  agree.back().label = "random (A)";
   figure(o, "compare-agreement",
          bar_chart_svg("Top-K overlap of the routing with the full activation, A vs B", "layer", "overlap", layers, agree),
          "Fraction of the selected experts that are also among the top-K experts by the norm of their full activation.");
@@ -113,8 +115,10 @@ void charts(std::ostringstream& o, const NamedAnalysis& a, const NamedAnalysis& 
            bar_chart_svg("Shared part's share of the layer output norm, A vs B", "layer", "share", layers, shared),
            "UoE: the virtual shared expert; MoE: the shared expert; mean over tokens of ‖shared‖ / (‖shared‖ + ‖routed‖).");
   std::vector<Series> paths;
-  for (const char* name : {"mean ‖gradient via VSE‖", "mean ‖gradient via routing weights‖", "mean ‖gradient via aux loss‖"})
-    for (const Series& s : per_layer(a, b, name)) paths.push_back(s);
+  for (const auto& [name, prefix] : {std::pair{"mean ‖gradient via VSE‖", "VSE: "},
+                                     {"mean ‖gradient via routing weights‖", "weights: "},
+                                     {"mean ‖gradient via aux loss‖", "aux: "}})
+    for (const Series& s : per_layer(a, b, name, prefix)) paths.push_back(s);
   if (all_finite(paths[0]) && all_finite(paths[1]))
     figure(o, "compare-gradient-paths",
            bar_chart_svg("Gradient into the routing neurons by path, mean over experts, A vs B", "layer", "‖gradient‖",
@@ -135,8 +139,8 @@ std::string compare_html(const NamedAnalysis& a, const NamedAnalysis& b) {
       << escape_xml(html::ffn_summary(side->result.config)) << "; " << side->result.tokens << " tokens (<a href=\""
       << (side == &a ? "a" : "b") << "/report.html\">full report</a>)</li>\n";
   o << "</ul>\n";
-  html::flags_section(o, routing_flags(a.result), "flags-a");
-  html::flags_section(o, routing_flags(b.result), "flags-b");
+  html::flags_section(o, routing_flags(a.result), "flags-a", "Flags of A");
+  html::flags_section(o, routing_flags(b.result), "flags-b", "Flags of B");
   o << "<h2 id=\"metrics\">Per-layer metrics</h2>\n";
   comparison_table(o, a, b);
   o << "<h2 id=\"charts\">Charts</h2>\n";

@@ -53,8 +53,9 @@ std::string page_start(const std::string& title) {
 
 std::string page_end() { return "</body>\n</html>\n"; }
 
-void flags_section(std::ostringstream& o, const std::vector<RoutingFlag>& flags, const std::string& id) {
-  o << "<h2 id=\"" << id << "\">Flags</h2>\n";
+void flags_section(std::ostringstream& o, const std::vector<RoutingFlag>& flags, const std::string& id,
+                   const std::string& heading) {
+  o << "<h2 id=\"" << id << "\">" << escape_xml(heading) << "</h2>\n";
   if (flags.empty()) {
     o << "<p class=\"ok\">No flags: every expert takes at least a tenth of the uniform load, and no layer's routing "
          "score agrees with the full activation below chance.</p>\n";

@@ -27,7 +27,8 @@ std::string page_start(const std::string& title);
 std::string page_end();
 
 // "<h2 id=flags>" with one line per flag at the top of a report, or a line saying there is none.
-void flags_section(std::ostringstream& o, const std::vector<RoutingFlag>& flags, const std::string& id = "flags");
+void flags_section(std::ostringstream& o, const std::vector<RoutingFlag>& flags, const std::string& id = "flags",
+                   const std::string& heading = "Flags");
 
 // Layers × experts load as a heatmap (rows: layers).
 std::string load_heatmap_svg(const AnalysisResult& r, const std::string& title);
