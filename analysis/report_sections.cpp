@@ -89,7 +89,8 @@ void neuron_scan(std::ostringstream& o, const AnalysisResult& r, size_t li) {
              " neurons were picked on " + std::to_string(s.pick_tokens) +
              " other tokens by their correlation with the selection. Routing every token by the best-" + rs +
              " norms picks the router's experts " + num(100 * s.overlap_best, "%.1f") + "% of the time (first " + rs +
-             ": " + num(100 * s.overlap_first, "%.1f") + "%, random " + num(100 * s.random_overlap, "%.1f") + "%).");
+             ": " + num(100 * s.overlap_first, "%.1f") + "%, random " + num(100 * s.random_overlap, "%.1f") +
+             "%). No bars: the expert was never (or always) selected among the held-out tokens.");
 }
 
 void coselection(std::ostringstream& o, size_t li, const LayerAnalysis& l) {
@@ -102,8 +103,8 @@ void coselection(std::ostringstream& o, size_t li, const LayerAnalysis& l) {
   const auto range = finite_range(given);
   const double independent = l.experts_per_token > 1 ? (l.experts_per_token - 1) / double(n - 1) : 0.0;
   figure(o, "layer" + std::to_string(li) + "-coselection",
-         heatmap_svg("Layer " + std::to_string(li) + ": co-selection P(column selected | row selected)",
-                     "expert (column)", expert_names(n, "expert "), positions(n), given, 0.0, range.second),
+         category_heatmap_svg("Layer " + std::to_string(li) + ": co-selection P(column selected | row selected)",
+                     "expert (column)", expert_names(n, "expert "), expert_names(n), given, 0.0, range.second),
          "Row a, column b: the fraction of the tokens that selected expert a which also selected b (diagonal and "
          "experts never selected: grey). Independent uniform routing gives about " + num(independent) +
              "; coselection.csv has the joint fractions.");
@@ -123,7 +124,7 @@ void top_tokens(std::ostringstream& o, size_t li, const LayerAnalysis& l) {
     o << "<tr><td>" << e << "</td><td>" << num(l.load[e]) << "</td><td>";
     for (const TopToken& t : l.top_tokens[e])
       o << "<span class=\"piece\">" << escape_xml(visible(t.text)) << "</span> "
-        << num(100 * t.share, "%.0f") << "% (" << t.count << ") ";
+        << num(100 * t.share, t.share < 0.1 ? "%.1f" : "%.0f") << "% (" << t.count << ") ";
     o << "</td></tr>\n";
   }
   o << "</table>\n<figcaption>Layer " << li << ": each expert's tokens ranked by count × share (frequent in the expert "
@@ -141,7 +142,7 @@ std::string load_heatmap_svg(const AnalysisResult& r, const std::string& title) 
     load.push_back(r.layers[li].load);
     n = r.layers[li].n_experts;
   }
-  return heatmap_svg(title, "expert", rows, positions(n), load, 0.0, finite_range(load).second);
+  return category_heatmap_svg(title, "expert", rows, expert_names(n), load, 0.0, finite_range(load).second);
 }
 
 std::vector<std::pair<std::string, std::string>> neuron_parts(const LayerAnalysis& l) {

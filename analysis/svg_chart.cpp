@@ -375,31 +375,26 @@ std::string scatter_svg(const std::string& title, const std::string& x_label, co
   return finish(o);
 }
 
-std::string heatmap_svg(const std::string& title, const std::string& x_label, const std::vector<std::string>& rows,
-                        const std::vector<double>& x, const std::vector<std::vector<double>>& values, double lo,
-                        double hi) {
+namespace {
+
+// The cells of values[row][col] in equal columns, with the given x ticks, row labels, and the colour bar.
+std::string heatmap(const std::string& title, const std::string& x_label, const std::vector<std::string>& rows,
+                    size_t n_cols, const std::vector<Tick>& x_ticks, const std::vector<std::vector<double>>& values,
+                    double lo, double hi) {
   UOE_CHECK(values.size() == rows.size(), "[heatmap_svg] ", values.size(), " value rows for ", rows.size(),
             " row labels");
   for (size_t r = 0; r < values.size(); ++r)
-    UOE_CHECK(values[r].size() == x.size(), "[heatmap_svg] row '", rows[r], "' has ", values[r].size(), " values for ",
-              x.size(), " column positions");
-  // columns are equally wide; the x axis puts x.front() and x.back() at the first and last column centres
-  const size_t n_cols = x.size(), n_rows = rows.size();
+    UOE_CHECK(values[r].size() == n_cols, "[heatmap_svg] row '", rows[r], "' has ", values[r].size(), " values for ",
+              n_cols, " columns");
+  const size_t n_rows = rows.size();
   const double col_width = (kPlotRight - kLeft) / double(std::max<size_t>(n_cols, 1));
   const double row_height = (kPlotBottom - kTop) / double(std::max<size_t>(n_rows, 1));
-  Extent ex;
-  if (n_cols > 0) {
-    const double half = n_cols > 1 ? (x.back() - x.front()) / double(n_cols - 1) / 2 : 0.5;
-    ex.include(x.front() - half);
-    ex.include(x.back() + half);
-  }
-  const Scale sx(ex, kLeft, kPlotRight);
   Extent range;
   range.include(lo);
   range.include(hi);
   const Scale colour(range, 0, 1);  // value -> position between white and dark blue
   std::ostringstream o;
-  draw_frame(o, title, x_label, "", numeric_ticks(sx),
+  draw_frame(o, title, x_label, "", x_ticks,
              category_ticks(rows, [&](size_t r) { return kTop + row_height * (double(r) + 0.5); }));
   for (size_t r = 0; r < n_rows; ++r)
     for (size_t c = 0; c < n_cols; ++c) {
@@ -423,6 +418,31 @@ std::string heatmap_svg(const std::string& title, const std::string& x_label, co
   o << "<text x=\"" << kBarX + kBarWidth + 6 << "\" y=\"" << kPlotBottom << "\">" << tick_label(colour.lo(), label_step)
     << "</text>\n";
   return finish(o);
+}
+
+}  // namespace
+
+std::string heatmap_svg(const std::string& title, const std::string& x_label, const std::vector<std::string>& rows,
+                        const std::vector<double>& x, const std::vector<std::vector<double>>& values, double lo,
+                        double hi) {
+  // columns are equally wide; the x axis puts x.front() and x.back() at the first and last column centres
+  const size_t n_cols = x.size();
+  Extent ex;
+  if (n_cols > 0) {
+    const double half = n_cols > 1 ? (x.back() - x.front()) / double(n_cols - 1) / 2 : 0.5;
+    ex.include(x.front() - half);
+    ex.include(x.back() + half);
+  }
+  return heatmap(title, x_label, rows, n_cols, numeric_ticks(Scale(ex, kLeft, kPlotRight)), values, lo, hi);
+}
+
+std::string category_heatmap_svg(const std::string& title, const std::string& x_label,
+                                 const std::vector<std::string>& rows, const std::vector<std::string>& columns,
+                                 const std::vector<std::vector<double>>& values, double lo, double hi) {
+  const double col_width = (kPlotRight - kLeft) / double(std::max<size_t>(columns.size(), 1));
+  return heatmap(title, x_label, rows, columns.size(),
+                 category_ticks(columns, [&](size_t c) { return kLeft + col_width * (double(c) + 0.5); }), values, lo,
+                 hi);
 }
 
 }  // namespace uoe::analysis

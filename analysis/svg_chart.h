@@ -39,6 +39,11 @@ std::string heatmap_svg(const std::string& title, const std::string& x_label, co
                         const std::vector<double>& x, const std::vector<std::vector<double>>& values, double lo,
                         double hi);
 
+// The same with a label per column (e.g. experts), centred under it.
+std::string category_heatmap_svg(const std::string& title, const std::string& x_label,
+                                 const std::vector<std::string>& rows, const std::vector<std::string>& columns,
+                                 const std::vector<std::vector<double>>& values, double lo, double hi);
+
 // The categorical palette the charts use (also for colouring text by expert in reports).
 const std::string& palette_colour(size_t index);
 

@@ -171,6 +171,24 @@ TEST(SvgChart, HeatmapColoursEveryCellBetweenLoAndHi) {
   EXPECT_THROW(heatmap_svg("t", "x", rows, x, values, 0, 1), Error);
 }
 
+TEST(SvgChart, CategoryHeatmapLabelsEveryColumnUnderItsCentre) {
+  const std::vector<std::string> rows = {"layer 0", "layer 1"}, columns = {"e0", "e1", "e2", "e3", "e4", "e5", "e6"};
+  const std::vector<std::vector<double>> values = {{0, 1, 2, 3, 4, 5, 6}, {6, 5, 4, 3, 2, 1, 0}};
+  const std::string svg = category_heatmap_svg("Load", "expert", rows, columns, values, 0, 6);
+  const XmlCheck c = checked(svg, "Load");
+  const auto cells = c.find("rect", "class", "cell");
+  ASSERT_EQ(cells.size(), 14u);
+  EXPECT_EQ(cells[6].attribute("fill"), "#08306b");
+  EXPECT_EQ(cells[7].attribute("fill"), "#08306b");
+  for (size_t col = 0; col < columns.size(); ++col) {  // each label's x is its column's centre
+    const size_t at = svg.find(">" + columns[col] + "<");
+    ASSERT_NE(at, std::string::npos) << columns[col];
+    const size_t x = svg.rfind(" x=\"", at) + 4;
+    EXPECT_NEAR(std::stod(svg.substr(x)), num(cells[col], "x") + num(cells[col], "width") / 2, 0.6) << columns[col];
+  }
+  EXPECT_THROW(category_heatmap_svg("t", "x", rows, {"0", "1"}, values, 0, 1), Error);
+}
+
 TEST(SvgChart, TicksAreRoundNumbersWithShortLabels) {
   const std::string svg = line_chart_svg("Ticks", "tokens", "loss", {{"s", {1e5, 2e5, 3e5}, {0, 120, 300}}});
   checked(svg, "Ticks");
