@@ -1,6 +1,8 @@
-// Two routing analyses side by side: one table of per-layer metrics and charts of A against B.
+// Routing analyses side by side: one table of per-layer metrics and charts of the runs against each other.
 #include "analysis/compare_report.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -10,6 +12,7 @@
 #include "analysis/report_parts.h"
 #include "analysis/svg_chart.h"
 #include "core/atomic_file.h"
+#include "core/error.h"
 
 namespace uoe::analysis {
 namespace {
@@ -55,114 +58,147 @@ double value(const AnalysisResult& r, size_t li, const Metric& m) { return li < 
 
 std::string cell(double v) { return std::isfinite(v) ? num(v, "%.4g") : std::string("n/a"); }
 
-size_t layer_count(const NamedAnalysis& a, const NamedAnalysis& b) {
-  return std::max(a.result.layers.size(), b.result.layers.size());
+std::string folder(const NamedAnalysis& run) {
+  std::string f = run.label;
+  for (char& c : f) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return f;
 }
 
-void comparison_table(std::ostringstream& o, const NamedAnalysis& a, const NamedAnalysis& b) {
-  o << "<table>\n<tr><th>metric</th><th>layer</th><th>A</th><th>B</th><th>B − A</th></tr>\n";
+size_t layer_count(const std::vector<NamedAnalysis>& runs) {
+  size_t n = 0;
+  for (const NamedAnalysis& r : runs) n = std::max(n, r.result.layers.size());
+  return n;
+}
+
+// Every run's value of metric m in layer li, then each other run's minus the first's.
+std::vector<double> row(const std::vector<NamedAnalysis>& runs, size_t li, const Metric& m) {
+  std::vector<double> v;
+  for (const NamedAnalysis& r : runs) v.push_back(value(r.result, li, m));
+  for (size_t i = 1; i < runs.size(); ++i) v.push_back(v[i] - v[0]);
+  return v;
+}
+
+bool any_finite(const std::vector<double>& v) {
+  for (double x : v)
+    if (std::isfinite(x)) return true;
+  return false;
+}
+
+void comparison_table(std::ostringstream& o, const std::vector<NamedAnalysis>& runs) {
+  o << "<table>\n<tr><th>metric</th><th>layer</th>";
+  for (const NamedAnalysis& r : runs) o << "<th>" << escape_xml(r.label) << "</th>";
+  for (size_t i = 1; i < runs.size(); ++i) o << "<th>" << escape_xml(runs[i].label + " − " + runs[0].label) << "</th>";
+  o << "</tr>\n";
   for (const Metric& m : metrics())
-    for (size_t li = 0; li < layer_count(a, b); ++li) {
-      const double x = value(a.result, li, m), y = value(b.result, li, m);
-      if (!std::isfinite(x) && !std::isfinite(y)) continue;
-      o << "<tr><td>" << escape_xml(m.name) << "</td><td>" << li << "</td><td>" << cell(x) << "</td><td>" << cell(y)
-        << "</td><td>" << cell(y - x) << "</td></tr>\n";
+    for (size_t li = 0; li < layer_count(runs); ++li) {
+      const std::vector<double> v = row(runs, li, m);
+      if (!any_finite(v)) continue;
+      o << "<tr><td>" << escape_xml(m.name) << "</td><td>" << li << "</td>";
+      for (double x : v) o << "<td>" << cell(x) << "</td>";
+      o << "</tr>\n";
     }
   o << "</table>\n";
 }
 
-// Metric `name` per layer for both sides, as two bar series labelled `prefix`A and `prefix`B (the chart's title
+// Metric `name` per layer for every run, one bar series each labelled `prefix` + the run's label (the chart's title
 // names the metric).
-std::vector<Series> per_layer(const NamedAnalysis& a, const NamedAnalysis& b, const std::string& name,
+std::vector<Series> per_layer(const std::vector<NamedAnalysis>& runs, const std::string& name,
                               const std::string& prefix = "") {
   const Metric* m = nullptr;
   for (const Metric& x : metrics())
     if (x.name == name) m = &x;
-  std::vector<Series> s = {{prefix + "A", {}, {}}, {prefix + "B", {}, {}}};
-  for (size_t li = 0; li < layer_count(a, b); ++li) {
-    s[0].y.push_back(value(a.result, li, *m));
-    s[1].y.push_back(value(b.result, li, *m));
+  std::vector<Series> s;
+  for (const NamedAnalysis& r : runs) {
+    s.push_back({prefix + r.label, {}, {}});
+    for (size_t li = 0; li < layer_count(runs); ++li) s.back().y.push_back(value(r.result, li, *m));
   }
   return s;
 }
 
-bool all_finite(const Series& s) {
-  for (double v : s.y)
-    if (!std::isfinite(v)) return false;
-  return !s.y.empty();
+bool all_finite(const std::vector<Series>& series) {
+  for (const Series& s : series)
+    for (double v : s.y)
+      if (!std::isfinite(v)) return false;
+  return !series.empty();
 }
 
-void charts(std::ostringstream& o, const NamedAnalysis& a, const NamedAnalysis& b) {
+void charts(std::ostringstream& o, const std::vector<NamedAnalysis>& runs) {
   std::vector<std::string> layers;
-  for (size_t li = 0; li < layer_count(a, b); ++li) layers.push_back("layer " + std::to_string(li));
+  for (size_t li = 0; li < layer_count(runs); ++li) layers.push_back("layer " + std::to_string(li));
   figure(o, "compare-entropy",
-         bar_chart_svg("Load entropy per layer, A vs B", "layer", "normalised entropy", layers,
-                       per_layer(a, b, "load entropy")),
+         bar_chart_svg("Load entropy per layer", "layer", "normalised entropy", layers, per_layer(runs, "load entropy")),
          "1 = every expert gets the same share of the routed slots.");
-  std::vector<Series> agree = per_layer(a, b, "top-K overlap (full activation)");
-  agree.push_back(per_layer(a, b, "random overlap")[0]);
-  agree.back().label = "random (A)";
+  std::vector<Series> agree = per_layer(runs, "top-K overlap (full activation)");
+  agree.push_back(per_layer(runs, "random overlap")[0]);
+  agree.back().label = "random (" + runs[0].label + ")";
   figure(o, "compare-agreement",
-         bar_chart_svg("Top-K overlap of the routing with the full activation, A vs B", "layer", "overlap", layers, agree),
+         bar_chart_svg("Top-K overlap of the routing with the full activation", "layer", "overlap", layers, agree),
          "Fraction of the selected experts that are also among the top-K experts by the norm of their full activation.");
   figure(o, "compare-scan",
-         bar_chart_svg("Neuron scan: top-K overlap by the best r neurons, A vs B", "layer", "overlap", layers,
-                       per_layer(a, b, "neuron scan: overlap by best r")),
+         bar_chart_svg("Neuron scan: top-K overlap by the best r neurons", "layer", "overlap", layers,
+                       per_layer(runs, "neuron scan: overlap by best r")),
          "Would each expert's best r neurons route like the router? (docs/METRICS.md, neuron scan)");
-  const std::vector<Series> shared = per_layer(a, b, "shared part's share of the output norm");
-  if (all_finite(shared[0]) && all_finite(shared[1]))
+  const std::vector<Series> shared = per_layer(runs, "shared part's share of the output norm");
+  if (all_finite(shared))
     figure(o, "compare-shared",
-           bar_chart_svg("Shared part's share of the layer output norm, A vs B", "layer", "share", layers, shared),
+           bar_chart_svg("Shared part's share of the layer output norm", "layer", "share", layers, shared),
            "UoE: the virtual shared expert; MoE: the shared expert; mean over tokens of ‖shared‖ / (‖shared‖ + ‖routed‖).");
   std::vector<Series> paths;
   for (const auto& [name, prefix] : {std::pair{"mean ‖gradient via VSE‖", "VSE: "},
                                      {"mean ‖gradient via routing weights‖", "weights: "},
                                      {"mean ‖gradient via aux loss‖", "aux: "}})
-    for (const Series& s : per_layer(a, b, name, prefix)) paths.push_back(s);
-  if (all_finite(paths[0]) && all_finite(paths[1]))
+    for (const Series& s : per_layer(runs, name, prefix)) paths.push_back(s);
+  if (all_finite(paths))
     figure(o, "compare-gradient-paths",
-           bar_chart_svg("Gradient into the routing neurons by path, mean over experts, A vs B", "layer", "‖gradient‖",
-                         layers, paths),
+           bar_chart_svg("Gradient into the routing neurons by path, mean over experts", "layer", "‖gradient‖", layers,
+                         paths),
            "Through the virtual shared expert, through the routing weights, and the layer's own auxiliary loss.");
-  figure(o, "compare-load-a", html::load_heatmap_svg(a.result, "A: expert load, layers × experts"), a.name);
-  figure(o, "compare-load-b", html::load_heatmap_svg(b.result, "B: expert load, layers × experts"), b.name);
+  for (const NamedAnalysis& r : runs)
+    figure(o, "compare-load-" + folder(r), html::load_heatmap_svg(r.result, r.label + ": expert load, layers × experts"),
+           r.name);
 }
 
 }  // namespace
 
-std::string compare_html(const NamedAnalysis& a, const NamedAnalysis& b) {
+std::string compare_html(const std::vector<NamedAnalysis>& runs) {
+  UOE_CHECK(!runs.empty(), "[compare_html] no analysis to show");
   std::ostringstream o;
-  const std::string title = "Routing analysis: " + a.name + " vs " + b.name;
+  const std::string title = runs.size() == 2 ? "Routing analysis: " + runs[0].name + " vs " + runs[1].name
+                                             : "Routing analysis of " + std::to_string(runs.size()) + " runs";
   o << html::page_start(title) << "<h1>" << escape_xml(title) << "</h1>\n<ul>\n";
-  for (const auto* side : {&a, &b})
-    o << "<li><b>" << (side == &a ? "A" : "B") << "</b>: " << escape_xml(side->name) << ": "
-      << escape_xml(html::ffn_summary(side->result.config)) << "; " << side->result.tokens << " tokens (<a href=\""
-      << (side == &a ? "a" : "b") << "/report.html\">full report</a>)</li>\n";
+  for (const NamedAnalysis& r : runs)
+    o << "<li><b>" << escape_xml(r.label) << "</b>: " << escape_xml(r.name) << ": "
+      << escape_xml(html::ffn_summary(r.result.config)) << "; " << r.result.tokens << " tokens (<a href=\"" << folder(r)
+      << "/report.html\">full report</a>)</li>\n";
   o << "</ul>\n";
-  html::flags_section(o, routing_flags(a.result), "flags-a", "Flags of A");
-  html::flags_section(o, routing_flags(b.result), "flags-b", "Flags of B");
+  for (const NamedAnalysis& r : runs)
+    html::flags_section(o, routing_flags(r.result), "flags-" + folder(r), "Flags of " + r.label);
   o << "<h2 id=\"metrics\">Per-layer metrics</h2>\n";
-  comparison_table(o, a, b);
+  comparison_table(o, runs);
   o << "<h2 id=\"charts\">Charts</h2>\n";
-  charts(o, a, b);
+  charts(o, runs);
   o << html::page_end();
   return o.str();
 }
 
-void write_compare_report(const std::string& dir, const NamedAnalysis& a, const NamedAnalysis& b) {
+void write_compare_report(const std::string& dir, const std::vector<NamedAnalysis>& runs) {
   std::filesystem::create_directories(dir);
-  write_report(dir + "/a", a.result, "Routing analysis of " + a.name);
-  write_report(dir + "/b", b.result, "Routing analysis of " + b.name);
   std::ostringstream csv;
-  csv << "layer,metric,a,b,b_minus_a\n";
-  for (size_t li = 0; li < layer_count(a, b); ++li)
+  csv << "layer,metric";
+  for (const NamedAnalysis& r : runs) {
+    write_report(dir + "/" + folder(r), r.result, "Routing analysis of " + r.name);
+    csv << "," << folder(r);
+  }
+  for (size_t i = 1; i < runs.size(); ++i) csv << "," << folder(runs[i]) << "_minus_" << folder(runs[0]);
+  csv << "\n";
+  for (size_t li = 0; li < layer_count(runs); ++li)
     for (const Metric& m : metrics()) {
-      const double x = value(a.result, li, m), y = value(b.result, li, m);
-      auto field = [](double v) { return std::isfinite(v) ? num(v, "%.9g") : std::string(); };
-      csv << li << ",\"" << m.name << "\"," << field(x) << "," << field(y) << "," << field(y - x) << "\n";
+      csv << li << ",\"" << m.name << "\"";
+      for (double v : row(runs, li, m)) csv << "," << (std::isfinite(v) ? num(v, "%.9g") : std::string());
+      csv << "\n";
     }
   write_file_atomic(dir + "/compare.csv", csv.str());
-  write_file_atomic(dir + "/report.html", compare_html(a, b));
+  write_file_atomic(dir + "/report.html", compare_html(runs));
 }
 
 }  // namespace uoe::analysis

@@ -1,23 +1,28 @@
-// Two routing analyses side by side (uoe analyze --compare): two checkpoints, or two steps of one run.
+// Routing analyses side by side: two checkpoints (uoe analyze --compare, e.g. two steps of one run), or every run
+// of a `uoe compare` folder (uoe analyze --runs).
 #pragma once
 #include <string>
+#include <vector>
 
 #include "analysis/routing_analysis.h"
 
 namespace uoe::analysis {
 
 struct NamedAnalysis {
-  std::string name;  // e.g. the checkpoint's path
+  std::string name;   // where it came from, e.g. the checkpoint's path
+  std::string label;  // short, unique: "A", "B", or a run folder's name; lowercased, its report's subfolder
   AnalysisResult result;
 };
 
-// The page: both models, both sets of flags, a per-layer table of every summary metric (A, B, B − A), and charts
-// of A against B: compare-entropy, compare-agreement, compare-scan, compare-shared (when both have a shared part),
-// compare-gradient-paths (when both are UoE), compare-load-a and compare-load-b.
-std::string compare_html(const NamedAnalysis& a, const NamedAnalysis& b);
+// The page: every model and its flags (section flags-<folder>), a per-layer table of every summary metric (each
+// run, and each run minus the first), and charts of the runs against each other: compare-entropy,
+// compare-agreement, compare-scan, compare-shared (when every run has a shared part), compare-gradient-paths (when
+// every run is UoE), and compare-load-<folder> for each.
+std::string compare_html(const std::vector<NamedAnalysis>& runs);
 
-// Writes `dir`/report.html (compare_html, linking the two full reports), compare.csv (layer, metric, a, b,
-// b_minus_a) and each side's full report in `dir`/a and `dir`/b (write_report).
-void write_compare_report(const std::string& dir, const NamedAnalysis& a, const NamedAnalysis& b);
+// Writes `dir`/report.html (compare_html, linking the full reports), compare.csv (layer, metric, the value of each
+// run by folder, then <folder>_minus_<first folder> for the others) and each run's full report in `dir`/<folder>
+// (write_report).
+void write_compare_report(const std::string& dir, const std::vector<NamedAnalysis>& runs);
 
 }  // namespace uoe::analysis

@@ -1,7 +1,8 @@
-// uoe analyze: routing analysis of a checkpoint over a text (report.html, stats.json, CSV files), or of two
-// checkpoints side by side (--compare).
+// uoe analyze: routing analysis of a checkpoint over a text (report.html, stats.json, CSV files), of two
+// checkpoints side by side (--compare), or of every run of a `uoe compare` folder (--runs).
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 
 #include "analysis/compare_report.h"
@@ -67,11 +68,46 @@ void print_summary(const std::string& ckpt, const std::string& data, const analy
   for (const analysis::RoutingFlag& f : analysis::routing_flags(r)) std::printf("flag: %s\n", f.message.c_str());
 }
 
+// The routed checkpoints of the runs in `dir` (<dir>/<run>/checkpoint, as uoe compare writes them), by run name;
+// dense runs are left out (they have no routing), each with a line saying so.
+std::vector<std::pair<std::string, std::string>> routed_runs(const std::string& dir) {
+  UOE_CHECK(std::filesystem::is_directory(dir), "--runs ", dir, " is not a directory");
+  std::vector<std::pair<std::string, std::string>> runs;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string ckpt = entry.path().string() + "/checkpoint";
+    if (!std::filesystem::is_directory(ckpt)) continue;
+    if (nn::checkpoint_config(ckpt).ffn.kind == nn::FfnKind::Dense) {
+      std::printf("%s: dense FFN, no routing to analyse: left out\n", ckpt.c_str());
+      continue;
+    }
+    runs.push_back({entry.path().filename().string(), ckpt});
+  }
+  std::sort(runs.begin(), runs.end());
+  UOE_CHECK(!runs.empty(), "--runs ", dir, " holds no run with a routed checkpoint (expected <run>/checkpoint "
+            "folders of MoE, AoE or UoE models, as uoe compare writes them)");
+  return runs;
+}
+
+int analyze_runs(const Args& a, const std::string& data, const std::string& out) {
+  UOE_CHECK(!a.has("ckpt") && !a.has("compare"), "--runs analyses every run of a folder: give it without --ckpt "
+            "and --compare");
+  std::vector<analysis::NamedAnalysis> runs;
+  for (const auto& [name, ckpt] : routed_runs(a.str("runs"))) {
+    runs.push_back({ckpt, name, analyze_checkpoint(a, ckpt, data, analysis_options(a))});
+    print_summary(ckpt, data, runs.back().result);
+  }
+  analysis::write_compare_report(out, runs);
+  std::printf("report: %s/report.html (each run's full report in %s/<run>/report.html)\n", out.c_str(), out.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int cmd_analyze(const Args& a) {
   set_threads(a.integer("threads"));
-  const std::string ckpt = a.required("ckpt"), data = a.required("data"), out = a.required("out");
+  const std::string data = a.required("data"), out = a.required("out");
+  if (a.has("runs")) return analyze_runs(a, data, out);
+  const std::string ckpt = a.required("ckpt");
   const analysis::AnalysisOptions o = analysis_options(a);
   const analysis::AnalysisResult r = analyze_checkpoint(a, ckpt, data, o);
   print_summary(ckpt, data, r);
@@ -83,7 +119,7 @@ int cmd_analyze(const Args& a) {
   const std::string other = a.str("compare");
   const analysis::AnalysisResult b = analyze_checkpoint(a, other, data, o);
   print_summary(other, data, b);
-  analysis::write_compare_report(out, {ckpt, r}, {other, b});
+  analysis::write_compare_report(out, {{ckpt, "A", r}, {other, "B", b}});
   std::printf("report: %s/report.html (A: %s/a/report.html, B: %s/b/report.html)\n", out.c_str(), out.c_str(),
               out.c_str());
   return 0;

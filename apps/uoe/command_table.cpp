@@ -157,11 +157,13 @@ std::vector<Flag> plot_flags() {
 
 std::vector<Flag> analyze_flags() {
   const analysis::AnalysisOptions d;
-  return {ckpt_flag(),
+  return {{"ckpt", F::Text, "", "checkpoint directory (<train --out>/checkpoint); required unless --runs"},
           data_flag("text (or token file) whose validation split is analysed"),
           {"out", F::Text, "", "directory of report.html, stats.json and the CSV files", true},
           {"compare", F::Text, "", "a second checkpoint (another run, or another step of the same one) analysed the "
            "same way: --out gets a side-by-side report.html and compare.csv, and each full report in a/ and b/"},
+          {"runs", F::Text, "", "a uoe compare folder: every <run>/checkpoint in it (dense ones left out) analysed, "
+           "one combined report.html and compare.csv in --out, each run's full report in <out>/<run>/"},
           {"tokens", F::Integer, integer_text(d.tokens), "tokens run through the model (at most the whole file "
            "unless given)"},
           {"seq", F::Integer, integer_text(d.seq), "tokens per window (0: the model's context)"},

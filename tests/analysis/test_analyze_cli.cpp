@@ -188,6 +188,45 @@ TEST(AnalyzeCli, CompareWritesOneSideBySideReport) {
   EXPECT_EQ(load_rows, 2);
 }
 
+TEST(AnalyzeCli, RunsOfACompareFolderGetOneCombinedReport) {
+  // <dir>/<kind>/checkpoint, as uoe compare lays out its runs; the dense one has no routing and is left out
+  const std::string dir = test::temp_dir("analyze_runs");
+  const auto data = test::micro_data(dir);
+  for (const nn::FfnKind kind : {nn::FfnKind::UoE, nn::FfnKind::MoE, nn::FfnKind::AoE, nn::FfnKind::Dense})
+    micro_checkpoint(dir + "/runs", kind, *data);
+  int code = 0;
+  std::string out = test::run_command(std::string(UOE_CLI_PATH) + " analyze --runs " + dir + "/runs --data " +
+                                                dir + "/text.txt --out " + dir + "/all --tokens 512 --seq 32 "
+                                                "--samples 64 --examples 10 --grad-windows 1",
+                                            &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("dense FFN, no routing to analyse: left out"), std::string::npos) << out;
+  const test::XmlCheck doc = test::check_xml(read(dir + "/all/report.html"));
+  ASSERT_EQ(doc.error, "") << doc.error;
+  for (const char* run : {"aoe", "moe", "uoe"}) {
+    EXPECT_EQ(doc.find("figure", "id", std::string("compare-load-") + run).size(), 1u) << run;
+    EXPECT_EQ(doc.find("h2", "id", std::string("flags-") + run).size(), 1u) << run;
+    EXPECT_TRUE(std::filesystem::exists(dir + "/all/" + run + "/report.html")) << run;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/all/dense"));
+  std::istringstream csv(read(dir + "/all/compare.csv"));
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_EQ(header, "layer,metric,aoe,moe,uoe,moe_minus_aoe,uoe_minus_aoe");
+  // --runs stands alone, and an empty folder says what it expected
+  out = test::run_command(std::string(UOE_CLI_PATH) + " analyze --runs " + dir + "/runs --ckpt x --data " + dir +
+                              "/text.txt --out " + dir + "/x",
+                          &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("give it without --ckpt and --compare"), std::string::npos) << out;
+  std::filesystem::create_directories(dir + "/empty");
+  out = test::run_command(std::string(UOE_CLI_PATH) + " analyze --runs " + dir + "/empty --data " + dir +
+                              "/text.txt --out " + dir + "/x",
+                          &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("holds no run with a routed checkpoint"), std::string::npos) << out;
+}
+
 TEST(AnalyzeCli, BadInputGetsOneClearError) {
   const std::string dir = test::temp_dir("analyze_bad");
   const auto data = test::micro_data(dir);
