@@ -38,12 +38,13 @@ void routing_neurons(std::ostringstream& o, const AnalysisResult& r, size_t li) 
   const std::string id = "layer" + std::to_string(li), L = "Layer " + std::to_string(li) + ": ";
   std::vector<std::vector<double>> corr(static_cast<size_t>(n));
   for (int64_t e = 0; e < n; ++e) corr[size_t(e)].assign(s.corr.begin() + e * per, s.corr.begin() + (e + 1) * per);
-  const auto [lo, hi] = finite_range(corr);
+  const double hi = std::max(finite_range(corr).second, 1e-12);
   figure(o, id + "-neurons",
          heatmap_svg(L + "routing neurons: correlation of |H| with their expert being selected", "routing neuron",
-                     expert_names(n, "expert "), positions(per), corr, std::min(lo, 0.0), hi),
+                     expert_names(n, "expert "), positions(per), corr, 0.0, hi),
          "Each cell: Pearson correlation over the sampled tokens between a routing neuron's |activation| and "
-         "\"its expert is selected\" (grey: undefined). Mean activation rate (gate > 0) " + num(mean(s.rate)) +
+         "\"its expert is selected\" (white: 0 or negative, grey: undefined). Mean activation rate (gate > 0) " +
+             num(mean(s.rate)) +
              ", mean |H| " + num(mean(s.mean_abs), "%.3g") +
              (l.neurons.has_shared ? ", virtual shared expert's share of the output norm " + num(l.neurons.shared_share)
                                    : std::string()) +
