@@ -3,6 +3,7 @@
 // difference it makes to the score path, top tokens, co-selection and the flags.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "analysis/gradient_paths.h"
@@ -108,6 +109,22 @@ TEST(NeuronStats, RoutingNeuronStatisticsRecountedByHand) {
   EXPECT_DOUBLE_EQ(a.scan.overlap_first, 1.0);
   EXPECT_DOUBLE_EQ(a.scan.random_overlap, 0.5);
   EXPECT_EQ(a.scan.pick_tokens + a.scan.test_tokens, T);
+}
+
+TEST(NeuronStats, TopPRoutingWithEmptySlots) {
+  nn::ModelConfig c = small_config(nn::FfnKind::UoE);
+  c.ffn.routing = nn::Routing::TopP;
+  c.ffn.top_p = 0.4;
+  nn::UoeFfn layer(c, 0.3);
+  layer.to(DType::Float64);
+  const LayerAccumulator acc = traced(layer, random_double({30, 8}, 28), 4, 4);  // top-p: n slots, some empty
+  const std::vector<int64_t> idx = acc.sample().indices;
+  EXPECT_NE(std::count(idx.begin(), idx.end(), -1), 0);
+  const NeuronAnalysis a = analyze_neurons(layer, acc.sample());
+  EXPECT_DOUBLE_EQ(a.scan.overlap_first, 1.0);  // the routing neurons' norm is the score, whatever k_t is
+  EXPECT_GT(a.scan.random_overlap, 0.0);
+  EXPECT_LT(a.scan.random_overlap, 1.0);
+  EXPECT_TRUE(a.has_shared && a.shared_share > 0 && a.shared_share < 1) << a.shared_share;
 }
 
 TEST(NeuronStats, ScanFindsTheNeuronThatCarriesAMoeRoutersChoice) {
