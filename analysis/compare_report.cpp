@@ -18,13 +18,8 @@ namespace uoe::analysis {
 namespace {
 
 using html::figure;
+using html::finite_mean;
 using html::num;
-
-double mean(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? NAN : s / double(v.size());
-}
 
 // A per-layer number of an analysis; NaN where the layer has none.
 struct Metric {
@@ -43,18 +38,23 @@ const std::vector<Metric>& metrics() {
       {"random overlap", [](const LayerAnalysis& l) { return l.full.random_overlap; }},
       {"shared part's share of the output norm",
        [](const LayerAnalysis& l) { return l.has_neurons && l.neurons.has_shared ? l.neurons.shared_share : NAN; }},
-      {"neuron scan: overlap by best r", [](const LayerAnalysis& l) { return l.has_neurons ? l.neurons.scan.overlap_best : NAN; }},
+      {"neuron scan: overlap by best r",
+       [](const LayerAnalysis& l) { return l.has_neurons ? l.neurons.scan.overlap_best : NAN; }},
       {"neuron scan: mean AUC of best r",
-       [](const LayerAnalysis& l) { return l.has_neurons ? mean(l.neurons.scan.auc_best) : NAN; }},
-      {"mean ‖gradient via VSE‖", [](const LayerAnalysis& l) { return l.has_gradient_paths ? mean(l.gradient.vse) : NAN; }},
+       [](const LayerAnalysis& l) { return l.has_neurons ? finite_mean(l.neurons.scan.auc_best) : NAN; }},
+      {"mean ‖gradient via VSE‖",
+       [](const LayerAnalysis& l) { return l.has_gradient_paths ? finite_mean(l.gradient.vse) : NAN; }},
       {"mean ‖gradient via routing weights‖",
-       [](const LayerAnalysis& l) { return l.has_gradient_paths ? mean(l.gradient.weights) : NAN; }},
-      {"mean ‖gradient via aux loss‖", [](const LayerAnalysis& l) { return l.has_gradient_paths ? mean(l.gradient.aux) : NAN; }},
+       [](const LayerAnalysis& l) { return l.has_gradient_paths ? finite_mean(l.gradient.weights) : NAN; }},
+      {"mean ‖gradient via aux loss‖",
+       [](const LayerAnalysis& l) { return l.has_gradient_paths ? finite_mean(l.gradient.aux) : NAN; }},
   };
   return all;
 }
 
-double value(const AnalysisResult& r, size_t li, const Metric& m) { return li < r.layers.size() ? m.of(r.layers[li]) : NAN; }
+double value(const AnalysisResult& r, size_t li, const Metric& m) {
+  return li < r.layers.size() ? m.of(r.layers[li]) : NAN;
+}
 
 std::string cell(double v) { return std::isfinite(v) ? num(v, "%.4g") : std::string("n/a"); }
 
@@ -115,10 +115,10 @@ std::vector<Series> per_layer(const std::vector<NamedAnalysis>& runs, const std:
   return s;
 }
 
-bool all_finite(const std::vector<Series>& series) {
+// Every run has the metric in some layer (runs of different depths leave the others' deeper layers empty).
+bool every_run_has(const std::vector<Series>& series) {
   for (const Series& s : series)
-    for (double v : s.y)
-      if (!std::isfinite(v)) return false;
+    if (!any_finite(s.y)) return false;
   return !series.empty();
 }
 
@@ -139,16 +139,17 @@ void charts(std::ostringstream& o, const std::vector<NamedAnalysis>& runs) {
                        per_layer(runs, "neuron scan: overlap by best r")),
          "Would each expert's best r neurons route like the router? (docs/METRICS.md, neuron scan)");
   const std::vector<Series> shared = per_layer(runs, "shared part's share of the output norm");
-  if (all_finite(shared))
+  if (every_run_has(shared))
     figure(o, "compare-shared",
            bar_chart_svg("Shared part's share of the layer output norm", "layer", "share", layers, shared),
-           "UoE: the virtual shared expert; MoE: the shared expert; mean over tokens of ‖shared‖ / (‖shared‖ + ‖routed‖).");
+           "UoE: the virtual shared expert; MoE: the shared expert; mean over tokens of "
+           "‖shared‖ / (‖shared‖ + ‖routed‖).");
   std::vector<Series> paths;
   for (const auto& [name, prefix] : {std::pair{"mean ‖gradient via VSE‖", "VSE: "},
                                      {"mean ‖gradient via routing weights‖", "weights: "},
                                      {"mean ‖gradient via aux loss‖", "aux: "}})
     for (const Series& s : per_layer(runs, name, prefix)) paths.push_back(s);
-  if (all_finite(paths))
+  if (every_run_has(paths))
     figure(o, "compare-gradient-paths",
            bar_chart_svg("Gradient into the routing neurons by path, mean over experts", "layer", "‖gradient‖", layers,
                          paths),

@@ -1,4 +1,5 @@
 // Formatting, figures and the page frame of the analysis reports.
+#include <cmath>
 #include <cstdio>
 
 #include "analysis/report_parts.h"
@@ -10,6 +11,13 @@ std::string num(double v, const char* format) {
   char buf[48];
   std::snprintf(buf, sizeof buf, format, v);
   return buf;
+}
+
+double finite_mean(const std::vector<double>& v) {
+  double sum = 0, count = 0;
+  for (double x : v)
+    if (std::isfinite(x)) sum += x, count += 1;
+  return count > 0 ? sum / count : NAN;
 }
 
 std::vector<std::string> expert_names(int64_t n, const char* prefix) {

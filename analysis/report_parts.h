@@ -13,6 +13,9 @@ namespace uoe::analysis::html {
 
 std::string num(double v, const char* format = "%.3f");
 
+// The mean of the finite values of v (an AUC or a correlation may be undefined); NaN when there is none.
+double finite_mean(const std::vector<double>& v);
+
 // "0".."n-1" (axis categories) or "expert 0".. (legends)
 std::vector<std::string> expert_names(int64_t n, const char* prefix = "");
 

@@ -24,13 +24,6 @@ std::pair<double, double> finite_range(const std::vector<std::vector<double>>& m
   return std::isfinite(lo) ? std::pair{lo, hi > lo ? hi : lo + 1e-12} : std::pair{0.0, 1.0};
 }
 
-double mean(const std::vector<double>& v) {
-  double s = 0, k = 0;
-  for (double x : v)
-    if (std::isfinite(x)) s += x, k += 1;
-  return k > 0 ? s / k : NAN;
-}
-
 void routing_neurons(std::ostringstream& o, const AnalysisResult& r, size_t li) {
   const LayerAnalysis& l = r.layers[li];
   const RoutingNeuronStats& s = l.neurons.routing;
@@ -44,8 +37,8 @@ void routing_neurons(std::ostringstream& o, const AnalysisResult& r, size_t li) 
                      expert_names(n, "expert "), positions(per), corr, 0.0, hi),
          "Each cell: Pearson correlation over the sampled tokens between a routing neuron's |activation| and "
          "\"its expert is selected\" (white: 0 or negative, grey: undefined). Mean activation rate (gate > 0) " +
-             num(mean(s.rate)) +
-             ", mean |H| " + num(mean(s.mean_abs), "%.3g") +
+             num(finite_mean(s.rate)) +
+             ", mean |H| " + num(finite_mean(s.mean_abs), "%.3g") +
              (l.neurons.has_shared ? ", virtual shared expert's share of the output norm " + num(l.neurons.shared_share)
                                    : std::string()) +
              ". Every neuron's numbers are in neurons.csv.");
@@ -63,8 +56,8 @@ void routing_neurons(std::ostringstream& o, const AnalysisResult& r, size_t li) 
          scatter_svg(L + "gradient per routing neuron: via VSE vs via routing weights", "‖gradient via VSE‖",
                      "‖gradient via routing weights‖", points),
          "One point per routing neuron: the Frobenius norm of its columns of W_gate and W_up, by path. Mean per "
-         "neuron: via VSE " + num(mean(g.vse), "%.3g") + ", via routing weights " + num(mean(g.weights), "%.3g") +
-             ", via the layer's own auxiliary loss " + num(mean(g.aux), "%.3g") +
+         "neuron: via VSE " + num(finite_mean(g.vse), "%.3g") + ", via routing weights " + num(finite_mean(g.weights), "%.3g") +
+             ", via the layer's own auxiliary loss " + num(finite_mean(g.aux), "%.3g") +
              (r.config.ffn.aux_loss > 0 || r.config.ffn.routing == nn::Routing::TopP
                   ? std::string()
                   : std::string(" (ffn.aux_loss is 0 and routing top-k: no auxiliary loss)")) +

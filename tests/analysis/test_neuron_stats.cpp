@@ -169,7 +169,8 @@ TEST(NeuronStats, SharedShareIsOneWithoutRoutedOutputAndZeroWithoutTheVse) {
     layer.to(DType::Float64);
     {
       NoGradGuard no_grad;  // zero W_down's rows of the routed neurons [r, D), or of the routing neurons [0, r)
-      layer.w.down.narrow(1, keep_vse ? 2 : 0, keep_vse ? 4 : 2).copy_(zeros_like(layer.w.down.narrow(1, keep_vse ? 2 : 0, keep_vse ? 4 : 2)));
+      const Tensor rows = layer.w.down.narrow(1, keep_vse ? 2 : 0, keep_vse ? 4 : 2);
+      Tensor(rows).copy_(zeros_like(rows));
     }
     const LayerAccumulator acc = traced(layer, random_double({20, 8}, 23), 4, 2);
     const NeuronAnalysis a = analyze_neurons(layer, acc.sample());
