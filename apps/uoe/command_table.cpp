@@ -168,7 +168,8 @@ std::vector<Flag> analyze_flags() {
            "unless given)"},
           {"seq", F::Integer, integer_text(d.seq), "tokens per window (0: the model's context)"},
           {"batch", F::Integer, integer_text(d.batch), "windows per forward"},
-          {"samples", F::Integer, integer_text(d.activation_tokens), "tokens sampled for score vs full activation"},
+          {"samples", F::Integer, integer_text(d.activation_tokens), "tokens sampled for score vs full activation, the "
+           "routing-neuron statistics and the neuron scan"},
           {"grad-windows", F::Integer, integer_text(d.gradient_windows), "windows whose gradient paths are measured"},
           {"examples", F::Integer, integer_text(d.example_tokens), "tokens shown coloured by their top expert"},
           {"bins", F::Integer, integer_text(d.bins), "histogram bins"},
@@ -206,7 +207,7 @@ const std::vector<Command>& commands() {
        compare_flags(), cmd_compare},
       {"plot", "charts of a run's metrics.jsonl: <run>/plots/*.svg and index.html", "uoe plot --run runs/a",
        plot_flags(), cmd_plot},
-      {"analyze", "routing and neuron analysis of a checkpoint (or two side by side): report.html, stats.json, CSV",
+      {"analyze", "routing and neuron analysis of a checkpoint (or several side by side): report.html, stats.json, CSV",
        "uoe analyze --ckpt runs/a/checkpoint --data text.txt --out runs/a/analysis", analyze_flags(), cmd_analyze},
       {"graph", "the autograd graph of one Transformer block as DOT (and SVG with Graphviz)",
        "uoe graph --config tiny-uoe --layer 0 --out runs/graph/block.dot", graph_flags(), cmd_graph},
