@@ -31,12 +31,16 @@ std::vector<RoutingGradientSplit> traced_pass(nn::LanguageModel& model, const Te
   return {};
 }
 
-json::Value layer_json(const nn::Ffn& ffn, int64_t n, int64_t slots, const RoutingGradientSplit* split) {
+json::Value layer_json(nn::Ffn& ffn, int64_t n, int64_t slots, const RoutingGradientSplit* split) {
   LayerAccumulator acc(n, slots);
   acc.add_routing(ffn.trace);
-  std::vector<int64_t> rows(size_t(ffn.trace.input.size(0)));
+  // The experts' activations in the dtype of their weights (a run with bfloat16 compute or parameters has the
+  // layer's input in the other dtype).
+  nn::RoutingTrace trace = ffn.trace;
+  trace.input = trace.input.to(ffn.experts()->gate.dtype());
+  std::vector<int64_t> rows(size_t(trace.input.size(0)));
   std::iota(rows.begin(), rows.end(), int64_t(0));
-  acc.add_activations(ffn, ffn.trace, rows);
+  acc.add_activations(ffn, trace, rows);
   const LayerAnalysis a = acc.finish(1);
   json::Value l = json::Value::object();
   l["agreement"] = a.full.overlap;

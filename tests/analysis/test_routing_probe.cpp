@@ -69,6 +69,24 @@ INSTANTIATE_TEST_SUITE_P(Kinds, RoutingProbeRuns,
                          ::testing::Values(nn::FfnKind::MoE, nn::FfnKind::AoE, nn::FfnKind::UoE),
                          [](const auto& info) { return std::string(nn::ffn_kind_name(info.param)); });
 
+// bfloat16 compute and bfloat16 parameters give the layer input and the expert weights different dtypes.
+TEST(RoutingProbe, RunsWithBfloat16ComputeAndParameters) {
+  const std::string dir = test::temp_dir("routing_probe_bf16");
+  auto data = test::micro_data(dir);
+  auto tok = nn::make_byte_tokenizer();
+  for (const nn::FfnKind kind : {nn::FfnKind::AoE, nn::FfnKind::UoE})
+    for (const bool bf16_params : {false, true}) {
+      nn::TrainOptions o = test::micro_train_options(dir + "/" + nn::ffn_kind_name(kind) + (bf16_params ? "p" : "c"), 2);
+      if (bf16_params) o.param_dtype = DType::BFloat16;
+      else o.compute_dtype = DType::BFloat16;
+      o.routing_probe = RoutingProbe(*data, o.seq, 32);
+      nn::train(test::micro_config(kind), o, *data, *tok);
+      const json::Value layer = test::metric_lines(o.out_dir).back().at("routing").at("layers").as_array()[0];
+      EXPECT_GE(layer.at("agreement").as_double(), 0.0) << o.out_dir;
+      EXPECT_EQ(layer.contains("grad_vse"), kind == nn::FfnKind::UoE) << o.out_dir;
+    }
+}
+
 // The probe's numbers are uoe analyze's on the same windows; it leaves the model's mode, gradients and the random
 // generator as they were.
 TEST(RoutingProbe, MatchesTheAnalysisOfTheSameTokensAndLeavesTheModelAsItWas) {
