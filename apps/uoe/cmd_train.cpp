@@ -164,8 +164,9 @@ int train_command(const Args& a, Communicator& comm) {
   if (!lead) tokens = is_token_file(data) ? std::make_shared<nn::TokenFile>(data)
                                           : std::make_shared<nn::TokenFile>(token_cache, data);
   const nn::TokenDataset dataset(tokens);
-  if (const int64_t probe = a.integer("routing-probe-tokens"); probe > 0 && config.ffn.kind != nn::FfnKind::Dense)
-    o.routing_probe = analysis::RoutingProbe(dataset, o.seq, probe);
+  const int64_t probe = a.integer("routing-probe-tokens");
+  UOE_CHECK(probe >= 0, "--routing-probe-tokens must be >= 0 (0: no routing probe), got ", probe);
+  if (probe > 0 && config.ffn.kind != nn::FfnKind::Dense) o.routing_probe = analysis::RoutingProbe(dataset, o.seq, probe);
   std::string ranks;
   if (comm.size() > 1) {
     ranks = " x " + std::to_string(comm.size()) + " ranks";

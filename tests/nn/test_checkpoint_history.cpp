@@ -222,6 +222,9 @@ TEST(CheckpointHistory, EvalReadsAHistoryCheckpointAndANewRunRefusesAnOutWithOne
   EXPECT_EQ(code, 1) << msg;
   EXPECT_NE(msg.find("already holds a run (its saved checkpoints " + out + "/checkpoint-2...)"), std::string::npos)
       << msg;
+  msg = test::run_command(train + " --overwrite --routing-probe-tokens -1", &code);
+  EXPECT_EQ(code, 1) << msg;
+  EXPECT_NE(msg.find("--routing-probe-tokens must be >= 0 (0: no routing probe), got -1"), std::string::npos) << msg;
   msg = test::run_command(train + " --overwrite --keep-checkpoints 1", &code);
   EXPECT_EQ(code, 0) << msg;
   EXPECT_EQ(checkpoint_history(out + "/checkpoint"), (std::vector<int64_t>{4}));
