@@ -2,6 +2,7 @@
 #include "analysis/metrics_plot.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -49,6 +50,18 @@ void parse_layer(const json::Value& layer, size_t index, StepMetrics& m) {
   m.balance.push_back(balance);
 }
 
+// {"layers": [{"agreement": number, ...}, ...], ...}: every number of each layer's object, by name.
+void parse_routing(const json::Value& routing, StepMetrics& m) {
+  UOE_CHECK(routing.is_object(), "field \"routing\" must be an object, got ", json::type_name(routing.type()));
+  const std::vector<json::Value>& layers = field(routing, "layers", json::Value::Type::Array).as_array();
+  for (size_t l = 0; l < layers.size(); ++l) {
+    UOE_CHECK(layers[l].is_object(), "routing.layers[", l, "] must be an object, got ",
+              json::type_name(layers[l].type()));
+    std::map<std::string, double>& stats = m.routing.emplace_back();
+    for (const auto& [name, value] : layers[l].items()) stats[name] = number(layers[l], name);
+  }
+}
+
 StepMetrics parse_step(const json::Value& line) {
   UOE_CHECK(line.is_object(), "expected a JSON object, got ", json::type_name(line.type()));
   StepMetrics m;
@@ -66,6 +79,7 @@ StepMetrics parse_step(const json::Value& line) {
     const std::vector<json::Value>& layers = field(line, "layers", json::Value::Type::Array).as_array();
     for (size_t l = 0; l < layers.size(); ++l) parse_layer(layers[l], l, m);
   }
+  if (line.contains("routing")) parse_routing(line.at("routing"), m);
   return m;
 }
 
@@ -189,6 +203,72 @@ RunMetrics read_metrics(const std::string& path) {
   return run;
 }
 
+// One line per layer of the routing statistic `name` over the evaluation steps that have it (none: empty).
+std::vector<Series> routing_series(const RunMetrics& run, const std::string& name) {
+  std::vector<Series> series;
+  for (const StepMetrics& m : run.steps)
+    for (size_t l = 0; l < m.routing.size(); ++l) {
+      const auto it = m.routing[l].find(name);
+      if (it == m.routing[l].end()) continue;
+      while (series.size() <= l) series.push_back({"layer " + std::to_string(series.size()), {}, {}});
+      series[l].x.push_back(double(m.step));
+      series[l].y.push_back(it->second);
+    }
+  std::erase_if(series, [](const Series& s) { return s.x.empty(); });
+  return series;
+}
+
+// The mean of the routing statistic `name` over the layers of step `m` that have it; none when no layer has.
+std::optional<double> mean_over_layers(const StepMetrics& m, const std::string& name) {
+  double sum = 0;
+  int64_t count = 0;
+  for (const std::map<std::string, double>& layer : m.routing)
+    if (const auto it = layer.find(name); it != layer.end()) {
+      sum += it->second;
+      ++count;
+    }
+  return count > 0 ? std::optional<double>(sum / double(count)) : std::nullopt;
+}
+
+// "log 8 = 2.08": the load entropy of a balanced layer of the run's first routed layer.
+std::string balanced_entropy(const RunMetrics& run) {
+  for (const StepMetrics& m : run.steps)
+    for (const std::vector<double>& load : m.load)
+      if (!load.empty()) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "log %zu = %.3g", load.size(), std::log(double(load.size())));
+        return buf;
+      }
+  return "log n";
+}
+
+// The routing probe's charts: agreement (with chance, the mean over layers), load entropy, and the two gradient
+// paths into UoE's routing neurons.
+void add_routing_charts(const RunMetrics& run, std::vector<Chart>& charts) {
+  const auto chart = [&](const std::string& name, const std::string& title, const std::string& y_label,
+                         std::vector<Series> series, const std::string& reference, const std::string& label) {
+    if (series.empty()) return;
+    if (!reference.empty()) {
+      Series ref{label, {}, {}};
+      for (const StepMetrics& m : run.steps)
+        if (std::optional<double> v = mean_over_layers(m, reference)) {
+          ref.x.push_back(double(m.step));
+          ref.y.push_back(*v);
+        }
+      series.push_back(std::move(ref));
+    }
+    charts.push_back({name, title, line_chart_svg(title, "step", y_label, series)});
+  };
+  chart("routing_agreement", "Routing agreement: top-K of the score vs of the full activation", "overlap",
+        routing_series(run, "agreement"), "agreement_chance", "chance");
+  chart("load_entropy", "Load entropy (nats; balanced: " + balanced_entropy(run) + ")", "entropy",
+        routing_series(run, "load_entropy"), "", "");
+  chart("grad_vse", "Routing-neuron gradient through the virtual shared expert", "norm",
+        routing_series(run, "grad_vse"), "", "");
+  chart("grad_score", "Routing-neuron gradient through the routing scores", "norm",
+        routing_series(run, "grad_score"), "", "");
+}
+
 std::vector<Chart> metrics_charts(const RunMetrics& run) {
   Series train{"train loss", {}, {}}, val{"val loss", {}, {}};
   for (const StepMetrics& m : run.steps) {
@@ -223,6 +303,7 @@ std::vector<Chart> metrics_charts(const RunMetrics& run) {
     if (std::string svg = load_heatmap(run, l); !svg.empty())
       charts.push_back(
           {"load_layer" + std::to_string(l), "Layer " + std::to_string(l) + " expert load", std::move(svg)});
+  add_routing_charts(run, charts);
   return charts;
 }
 

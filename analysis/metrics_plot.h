@@ -1,6 +1,7 @@
 // Training-time views: a run's metrics.jsonl (written by nn/trainer.cpp) read back, and its charts as SVG + HTML.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,9 @@ struct StepMetrics {
   // n Σ f_i P_i (1.0 = balanced). Dense layers have an empty load and no balance.
   std::vector<std::vector<double>> load;
   std::vector<std::optional<double>> balance;
+  // Evaluation steps of a routed run with the routing probe ("routing"): per layer, each statistic by its name
+  // ("agreement", "agreement_chance", "load_entropy", "grad_vse", "grad_score"; docs/METRICS.md).
+  std::vector<std::map<std::string, double>> routing;
 };
 
 struct RunMetrics {
@@ -39,7 +43,8 @@ struct Chart {
 
 // Train and validation loss vs step, learning rate, gradient norm, tokens/s (the session's and each step's own),
 // model TFLOP/s and peak memory (when the metrics have them), and for runs with routed layers
-// the balance per layer and one expert-load heatmap per routed layer (rows = experts, columns = steps).
+// the balance per layer and one expert-load heatmap per routed layer (rows = experts, columns = steps), and the
+// routing probe's statistics over the evaluation steps, one chart per statistic with a line per layer.
 std::vector<Chart> metrics_charts(const RunMetrics& metrics);
 
 // Reads <run_dir>/metrics.jsonl and writes every chart as <out_dir>/<name>.svg and one self-contained

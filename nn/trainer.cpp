@@ -22,6 +22,7 @@
 #include "core/slow_paths.h"
 #include "nn/accounting.h"
 #include "nn/checkpoint.h"
+#include "nn/checkpoint_history.h"
 #include "nn/data_parallel.h"
 #include "nn/expert_sharding.h"
 #include "nn/metrics_log.h"
@@ -185,6 +186,8 @@ void check_numbers(const TrainOptions& o) {
             "[train] beta1, beta2 and momentum must be in [0, 1), got ", o.beta1, ", ", o.beta2, ", ", o.momentum);
   UOE_CHECK(o.eval_every >= 0 && o.save_every >= 0, "[train] eval_every and save_every must be >= 0 (0: only at "
             "the end), got ", o.eval_every, " and ", o.save_every);
+  UOE_CHECK(o.keep_checkpoints >= 0, "[train] keep_checkpoints must be >= 0 (0: only the latest), got ",
+            o.keep_checkpoints);
   UOE_CHECK(o.eval_batches > 0, "[train] eval_batches must be positive, got ", o.eval_batches);
   UOE_CHECK(std::isfinite(o.time_limit_s) && o.time_limit_s >= 0, "[train] time_limit_s must be >= 0 (0: no "
             "limit), got ", o.time_limit_s);
@@ -211,6 +214,8 @@ class TrainSession {
   void build_model();
   void build_optimizer();
   void restore_or_init();
+  // Removes the history saves of steps after `step` (rank 0; step < 0: all of them), saying so.
+  void drop_history_after(int64_t step) const;
   json::Value state_json(int64_t step) const;
   void save(int64_t step);
   StepTotals train_step();
@@ -339,7 +344,10 @@ void TrainSession::restore_or_init() {
     if (!o_.init_from.empty())
       model_->load_state_dict(shards_.slice(load_checkpoint(o_.init_from, OptimizerState::Skip).model), true,
                               o_.init_from + "/model.safetensors");
-    if (lead_) metrics_.emplace(MetricsLog::fresh(metrics_path_));
+    if (lead_) {
+      metrics_.emplace(MetricsLog::fresh(metrics_path_));
+      drop_history_after(-1);  // a new run in the place of one: its saves go with its metrics
+    }
     return;
   }
   Checkpoint c = load_checkpoint(ckpt_dir_, OptimizerState::Require);
@@ -353,7 +361,18 @@ void TrainSession::restore_or_init() {
   tokens_seen_ = saved.tokens_seen;
   data_seed_ = saved.seed;
   cursor_ = saved.data_cursor;
-  if (lead_) metrics_.emplace(MetricsLog::resumed(metrics_path_, start_));
+  if (lead_) {
+    metrics_.emplace(MetricsLog::resumed(metrics_path_, start_));
+    drop_history_after(start_);  // saves of the steps being redone, as their metrics lines
+  }
+}
+
+void TrainSession::drop_history_after(int64_t step) const {
+  const std::vector<int64_t> dropped = drop_checkpoint_history_after(ckpt_dir_, step);
+  if (!dropped.empty())
+    std::fprintf(stderr, "[train] removed %zu saved checkpoints of %s (%s-%ld to %s-%ld)\n", dropped.size(),
+                 step < 0 ? "the run this one replaces" : "the steps being redone", ckpt_dir_.c_str(),
+                 long(dropped.front()), ckpt_dir_.c_str(), long(dropped.back()));
 }
 
 json::Value TrainSession::state_json(int64_t step) const {
@@ -384,6 +403,7 @@ void TrainSession::save(int64_t step) {
   // whole optimiser state or every expert.
   save_checkpoint(lead_, ckpt_dir_, shards_.gather(defer(model_tensors(*model_))), config_,
                   shards_.gather(opt_->checkpoint_state()), state_json(step), tokenizer_);
+  if (lead_) keep_checkpoint_history(ckpt_dir_, step, o_.keep_checkpoints);  // once the latest is complete
 }
 
 // One optimiser step over grad_accum micro-batches; then one all-reduce: the global mean loss, and whether any
@@ -463,6 +483,7 @@ void TrainSession::evaluate_into(json::Value& m, double train_loss) {
   UOE_CHECK(std::isfinite(val), "[train] the validation loss is ", val, " after step ", step_,
             ": training diverged in that step's update; resume from the last checkpoint with a lower learning rate");
   m["val_loss"] = val;
+  if (o_.routing_probe && lead_ && o_.expert_parallel == 1) m["routing"] = o_.routing_probe(*model_);
   result_.curve.push_back({step_, tokens_seen_, val});
   result_.final_val_loss = val;
   if (progress_) progress_->validation(step_, o_.steps, train_loss, val, elapsed());

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/communicator.h"
+#include "core/json.h"
 #include "nn/dataset.h"
 #include "nn/transformer.h"
 
@@ -33,6 +34,8 @@ struct TrainOptions {
   int64_t eval_every = 100;  // 0: only at the end
   int64_t eval_batches = 8;
   int64_t save_every = 0;    // 0: only at the end (and on SIGINT/SIGTERM)
+  // > 0: the last this many saves are also kept as <out_dir>/checkpoint-<step> (nn/checkpoint_history.h)
+  int64_t keep_checkpoints = 0;
   bool save_at_end = true;   // false: no checkpoint when the run ends (throughput runs); save_every still applies
   double time_limit_s = 0;   // > 0: stop (and evaluate, save) once this much wall time has passed
   bool resume = false;
@@ -59,6 +62,11 @@ struct TrainOptions {
   // Before allocating, the training memory estimate is compared with what the process may use (nn/preflight.h);
   // false: start anyway (--skip-memory-check).
   bool memory_check = true;
+  // Called on rank 0 after each validation, with the model between steps; what it returns is logged as the
+  // evaluation line's "routing" field. It must leave the weights, the random generator and the training mode as it
+  // found them (the uoe program wires analysis::RoutingProbe here). Not called with expert_parallel > 1 (each rank
+  // holds only its share of the experts). Empty: nothing.
+  std::function<json::Value(LanguageModel& model)> routing_probe;
 };
 
 // The warmup steps and the final learning rate of a run: the options', or their defaults.

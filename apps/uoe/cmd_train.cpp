@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/routing_probe.h"
 #include "commands.h"
 #include "core/collective_watchdog.h"
 #include "core/communicator.h"
@@ -13,6 +14,7 @@
 #include "cuda/cuda_api.h"
 #include "nn/accounting.h"
 #include "nn/checkpoint.h"
+#include "nn/checkpoint_history.h"
 #include "nn/run_identity.h"
 #include "nn/trainer.h"
 #include "nn/trainer_state.h"
@@ -102,6 +104,7 @@ int train_command(const Args& a, Communicator& comm) {
   o.eval_every = a.integer("eval-every");
   o.eval_batches = a.integer("eval-batches");
   o.save_every = a.integer("save-every");
+  o.keep_checkpoints = a.integer("keep-checkpoints");
   o.save_at_end = !a.flag("no-save");
   o.grad_accum = a.integer("grad-accum");
   o.optimizer = a.str("optimizer");
@@ -138,6 +141,8 @@ int train_command(const Args& a, Communicator& comm) {
     std::error_code ec;
     UOE_CHECK(std::filesystem::file_size(o.out_dir + "/metrics.jsonl", ec) == 0 || ec, "--out ", o.out_dir,
               " already holds a run (its metrics.jsonl, no checkpoint)", choices);
+    UOE_CHECK(nn::checkpoint_history(ckpt).empty(), "--out ", o.out_dir, " already holds a run (its saved "
+              "checkpoints ", nn::history_dir(ckpt, nn::checkpoint_history(ckpt).front()), "...)", choices);
   }
   // The tokenizer of a resumed run is its checkpoint's, of a fine-tuning run the --init-from checkpoint's; a new
   // run builds one from --tokenizer.
@@ -159,6 +164,9 @@ int train_command(const Args& a, Communicator& comm) {
   if (!lead) tokens = is_token_file(data) ? std::make_shared<nn::TokenFile>(data)
                                           : std::make_shared<nn::TokenFile>(token_cache, data);
   const nn::TokenDataset dataset(tokens);
+  const int64_t probe = a.integer("routing-probe-tokens");
+  UOE_CHECK(probe >= 0, "--routing-probe-tokens must be >= 0 (0: no routing probe), got ", probe);
+  if (probe > 0 && config.ffn.kind != nn::FfnKind::Dense) o.routing_probe = analysis::RoutingProbe(dataset, o.seq, probe);
   std::string ranks;
   if (comm.size() > 1) {
     ranks = " x " + std::to_string(comm.size()) + " ranks";

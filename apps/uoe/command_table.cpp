@@ -62,6 +62,10 @@ std::vector<Flag> train_flags() {
       {"eval-every", F::Integer, integer_text(d.eval_every), "steps between validations (0: only at the end)"},
       {"eval-batches", F::Integer, integer_text(d.eval_batches), "validation batches per evaluation"},
       {"save-every", F::Integer, integer_text(d.save_every), "steps between checkpoints (0: only at the end)"},
+      {"keep-checkpoints", F::Integer, integer_text(d.keep_checkpoints), "also keep the last N saves as "
+       "<out>/checkpoint-<step> (0: only the latest, <out>/checkpoint)"},
+      {"routing-probe-tokens", F::Integer, "512", "validation tokens whose routing agreement, load entropy and "
+       "gradient paths are logged at each evaluation (0: none)"},
       {"no-save", F::Switch, "", "no checkpoint at the end (throughput runs)"},
       {"tokenizer", F::Text, "byte", "byte, bpe:<vocab size> (learnt from --data) or a tokenizer .json file"},
       {"minutes", F::Number, number_text(d.time_limit_s / 60), "wall-clock limit; the run stops at --steps or here "

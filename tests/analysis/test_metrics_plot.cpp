@@ -172,6 +172,57 @@ TEST(MetricsPlot, WritesEveryChartAndAWellFormedIndex) {
   EXPECT_EQ(heat.find("rect", "class", "cell").size(), 6u * 9u);
 }
 
+// The routing probe's fields of evaluation lines: each statistic one chart, a line per layer that has it.
+TEST(MetricsPlot, RoutingStatisticsAreChartedPerLayerAndBadOnesNamed) {
+  const std::string dir = temp_dir("metrics_routing");
+  std::string text;
+  for (int64_t s = 1; s <= 6; ++s) {
+    json::Value m = metrics_line(s, 4.0 - 0.1 * double(s), {{0.5, 0.25, 0.25}, {0.25, 0.5, 0.25}},
+                                 s % 2 == 0 ? std::optional<double>(4.0) : std::nullopt);
+    if (s % 2 == 0) {
+      json::Value layers = json::Value::array();
+      for (int l = 0; l < 2; ++l) {
+        json::Value stats = json::Value::object();
+        stats["agreement"] = 0.4 + 0.05 * double(s + l);
+        stats["agreement_chance"] = 1.0 / 3;
+        stats["load_entropy"] = 1.0 + 0.01 * double(s);
+        stats["grad_vse"] = 0.1 * double(l + 1);
+        stats["grad_score"] = 0.01 * double(s);
+        layers.push_back(stats);
+      }
+      json::Value routing = json::Value::object();
+      routing["tokens"] = 512;
+      routing["layers"] = layers;
+      m["routing"] = routing;
+    }
+    text += m.dump() + "\n";
+  }
+  write_file_atomic(dir + "/metrics.jsonl", text);
+  const RunMetrics run = read_metrics(dir + "/metrics.jsonl");
+  ASSERT_EQ(run.steps[1].routing.size(), 2u);
+  EXPECT_DOUBLE_EQ(run.steps[1].routing[1].at("agreement"), 0.55);
+  EXPECT_TRUE(run.steps[2].routing.empty());
+  write_run_plots(dir);
+  const std::vector<std::pair<std::string, size_t>> charts = {
+      {"routing_agreement", 3}, {"load_entropy", 2}, {"grad_vse", 2}, {"grad_score", 2}};
+  for (const auto& [name, lines] : charts) {
+    const XmlCheck svg = check_xml(read_file_bytes(dir + "/plots/" + name + ".svg"));
+    ASSERT_EQ(svg.error, "") << name;
+    const auto polylines = svg.find("polyline", "class", "line");
+    ASSERT_EQ(polylines.size(), lines) << name;
+    for (const auto& line : polylines) {
+      const std::string points = line.attribute("points");
+      EXPECT_EQ(std::count(points.begin(), points.end(), ','), 3) << name;  // steps 2, 4, 6
+    }
+  }
+  EXPECT_NE(read_file_bytes(dir + "/plots/load_entropy.svg").find("log 3 = 1.1"), std::string::npos);
+
+  write_file_atomic(dir + "/metrics.jsonl", "{\"step\":1,\"tokens\":1,\"train_loss\":1,\"lr\":1,\"grad_norm\":1,"
+                    "\"tokens_per_s\":1,\"routing\":{\"layers\":[{\"agreement\":\"high\"}]}}\n");
+  EXPECT_EQ(error_of(dir + "/metrics.jsonl"),
+            "[metrics] " + dir + "/metrics.jsonl:1: field \"agreement\" must be a number, got string");
+}
+
 TEST(MetricsPlot, DenseRunsHaveNoLoadChartsAndLongRunsAreAveragedIntoColumns) {
   const std::string dense = temp_dir("metrics_dense");
   write_run(dense, 5, false);
@@ -247,6 +298,18 @@ TEST(MetricsPlot, PlotCommandReadsARealTrainingRun) {
   for (const char* id :
        {"loss", "lr", "grad_norm", "tokens_per_s", "model_tflops", "peak_memory", "balance", "load_layer0", "load_layer1"})
     EXPECT_EQ(page.find("figure", "id", id).size(), 1u) << id;
+  // the routing probe at each evaluation: one line per layer and the chance line; no gradient paths for MoE
+  ASSERT_EQ(run.steps[2].routing.size(), 2u);
+  EXPECT_TRUE(run.steps[0].routing.empty());
+  EXPECT_EQ(run.steps[5].routing[1].count("agreement"), 1u);
+  for (const char* id : {"routing_agreement", "load_entropy"}) EXPECT_EQ(page.find("figure", "id", id).size(), 1u) << id;
+  EXPECT_TRUE(page.find("figure", "id", "grad_vse").empty());
+  const auto agreement = check_xml(read_file_bytes(dir + "/run/plots/routing_agreement.svg")).find("polyline", "class", "line");
+  ASSERT_EQ(agreement.size(), 3u);
+  for (const auto& line : agreement) {
+    const std::string points = line.attribute("points");
+    EXPECT_EQ(std::count(points.begin(), points.end(), ','), 2);  // steps 3 and 6
+  }
   // throughput: the session's and the step's own, one curve each; TFLOP/s and memory as the metrics have them
   const XmlCheck throughput = check_xml(read_file_bytes(dir + "/run/plots/tokens_per_s.svg"));
   EXPECT_EQ(throughput.find("polyline", "class", "line").size(), 2u);

@@ -305,6 +305,7 @@ TEST(Training, BadNumericOptionsAreNamedBeforeAnyWork) {
       {[](TrainOptions& o) { o.weight_decay = std::nan(""); }, "weight_decay must be >= 0"},
       {[](TrainOptions& o) { o.beta2 = 1; }, "beta1, beta2 and momentum must be in [0, 1)"},
       {[](TrainOptions& o) { o.save_every = -5; }, "eval_every and save_every must be >= 0"},
+      {[](TrainOptions& o) { o.keep_checkpoints = -1; }, "keep_checkpoints must be >= 0 (0: only the latest), got -1"},
       {[](TrainOptions& o) { o.eval_batches = 0; }, "eval_batches must be positive, got 0"},
       {[](TrainOptions& o) { o.time_limit_s = -60; }, "time_limit_s must be >= 0 (0: no limit), got -60"},
       // a std::bad_alloc (or minutes of allocating) before
