@@ -11,7 +11,8 @@ AoeFfn::AoeFfn(const ModelConfig& c, double out_std) : cfg(c.ffn) {
   // docs/UOE.md specifies none).
   gate_down = register_parameter("gate_down", init_normal({c.d_model, cfg.n_experts * cfg.d_low}, 0.02));
   w = make_experts(*this, cfg.n_experts, cfg.d_low, c.d_model, cfg.expert_width, out_std);
-  if (cfg.shared_width > 0) shared = register_module("shared", std::make_shared<SwiGLU>(c.d_model, cfg.shared_width, out_std));
+  if (cfg.shared_width > 0)
+    shared = register_module("shared", std::make_shared<SwiGLU>(c.d_model, cfg.shared_width, out_std));
 }
 
 FfnOut AoeFfn::forward(const Tensor& x) {

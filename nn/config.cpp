@@ -338,16 +338,16 @@ std::string preset_list() {
 }
 
 // Every kind of a family matches UoE's active FFN FLOPs per token (uoe info prints the ratios; every preset is
-// within 0.3% of UoE's model FLOPs, tests/nn/test_config_counts.cpp). UoE's active FFN weights per layer are
-// 3 d (n r + K (D - r)): the virtual shared expert (n r neurons) and the K selected experts' other D - r.
+// within 0.2% of UoE's model FLOPs; tests/nn/test_config_counts.cpp checks 1%). UoE's active FFN weights per
+// layer are 3 d (n r + K (D - r)): the virtual shared expert (n r neurons) and the K selected experts' other D - r.
 // - dense: width n r + K (D - r), exactly UoE's active neurons.
 // - MoE: K experts of width D and a shared expert of width (n - K) r: 3 d (K D + (n - K) r), UoE's count; the
-//   router's d n weights are the difference (+0.2% of the FFN at tiny). (Before: shared width n r, +K r neurons,
-//   +7% model FLOPs at tiny.)
+//   router's d n weights are the difference (+0.14% of the model's FLOPs at tiny, +0.05% small, +0.19% 3b).
+//   (Before: shared width n r, K r neurons more, +7% model FLOPs at tiny.)
 // - AoE: parameter parity with a MoE of width D, d_wide = (3 d D - d_low d) / (d_low + 2 d), makes its active
 //   weights d n d_low + K d_wide (d_low + 2 d) = 3 d K D + d d_low (n - K), UoE's when d_low = 3 r: the low-rank
 //   gate of every expert is as wide as UoE's routing neurons' three projections. (Before: d_low = d / 3, which
-//   projects every token for all n experts: -8% at tiny, +46% at 1b, +81% at 3b.)
+//   projects every token for all n experts: -11.5% at tiny, -1.3% at small, +46% at 1b, +81% at 3b.)
 // Old checkpoints keep their own widths: config.json carries every field.
 ModelConfig family_member(const Family& fam, FfnKind kind) {
   ModelConfig c;

@@ -245,8 +245,8 @@ int cmd_compare(const Args& a) {
     std::string detail;
     for (const auto& [pid, i] : active) {
       const double left = std::max(0.0, minutes * 60 - (progress.elapsed_s() - started[i]));
-      detail += (detail.empty() ? "" : ", ") + variants[runs[i].variant].label + " seed " + std::to_string(runs[i].seed) + " " +
-                std::to_string(int64_t(left / 60)) + " min " + std::to_string(int64_t(left) % 60) + " s left";
+      detail += (detail.empty() ? "" : ", ") + variants[runs[i].variant].label + " seed " +
+                std::to_string(runs[i].seed) + " " + std::to_string(int64_t(left / 60)) + " min " + std::to_string(int64_t(left) % 60) + " s left";
     }
     progress.update(int64_t(finished), int64_t(runs.size()), detail);
   };
@@ -271,7 +271,8 @@ int cmd_compare(const Args& a) {
       if (active[i].first == pid) {
         const Run& r = runs[active[i].second];
         active.erase(active.begin() + long(i));  // reaped: not to be stopped
-        UOE_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the run ", variants[r.variant].label, " seed ", r.seed, " failed (see ",
+        UOE_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the run ", variants[r.variant].label, " seed ",
+                  r.seed, " failed (see ",
                   r.dir, "/train.log)");
         ++finished;
         show_progress();
@@ -317,8 +318,8 @@ int cmd_compare(const Args& a) {
   std::ostringstream early;
   for (const Run& r : runs)
     if (r.last.step < max_steps)
-      early << (early.tellp() > 0 ? ", " : "") << variants[r.variant].label << " seed " << r.seed << " at step " << r.last.step
-            << " (lr " << r.last.lr << ")";
+      early << (early.tellp() > 0 ? ", " : "") << variants[r.variant].label << " seed " << r.seed << " at step "
+            << r.last.step << " (lr " << r.last.lr << ")";
   if (early.tellp() > 0)
     md << "\n`--minutes` ended runs before `--steps " << max_steps << "`, part-way down the learning-rate schedule: "
        << early.str() << ". To compare every kind at the end of its schedule, pass a `--steps` that each reaches in "

@@ -81,7 +81,8 @@ TEST_F(CompareCli, TablesTheSeedsOfEveryKind) {
     for (const char* seed : {"-seed0", "-seed1"})
       EXPECT_TRUE(std::filesystem::exists(dir + "/out/" + kind + seed + "/plots/index.html")) << kind << seed;
   }
-  EXPECT_NE(out.find("| variant | val loss (nats/token) | Δ vs dense (95% CI) |"), std::string::npos) << out;  // the table is printed too
+  // the table is printed too
+  EXPECT_NE(out.find("| variant | val loss (nats/token) | Δ vs dense (95% CI) |"), std::string::npos) << out;
   const test::XmlCheck svg = test::check_xml(read_file_bytes(dir + "/out/val_loss.svg"));
   EXPECT_EQ(svg.error, "");
   EXPECT_EQ(svg.find("polyline", "class", "line").size(), 4u) << "a curve per run";

@@ -33,6 +33,10 @@ class TrainCli : public ::testing::Test {
     return "train --config " + dir + "/micro.json --data " + dir + "/text.txt --out " + dir + "/" + out +
            " --batch 2 --seq 16 --eval-every 0 --eval-batches 1 --threads 1";
   }
+  // uoe train of one step into `out` with `extra` flags: its output, `code` its exit status.
+  std::string one_step(const std::string& out, const std::string& extra, int* code) const {
+    return test::run_command(std::string(UOE_CLI_PATH) + " " + train_flags(out) + " --steps 1 " + extra, code);
+  }
   std::string dir;
 };
 
@@ -94,22 +98,16 @@ TEST_F(TrainCli, CtrlCSaysThatItSavesTheCheckpoint) {
 // both; an unknown field, or one the FFN kind ignores, is refused before anything is written.
 TEST_F(TrainCli, SetChangesConfigFieldsAndRefusesOnesThatDoNotApply) {
   int code = 0;
-  const std::string ok = test::run_command(std::string(UOE_CLI_PATH) + " " + train_flags("set") +
-                                               " --steps 1 --set ffn.routing_neurons=4 --set ffn.combine=full_expert",
-                                           &code);
+  const std::string ok = one_step("set", "--set ffn.routing_neurons=4 --set ffn.combine=full_expert", &code);
   ASSERT_EQ(code, 0) << ok;
   const nn::ModelConfig c = nn::checkpoint_config(dir + "/set/checkpoint");
   EXPECT_EQ(c.ffn.routing_neurons, 4);
   EXPECT_EQ(c.ffn.combine, nn::Combine::FullExpert);
-  const std::string unknown = test::run_command(std::string(UOE_CLI_PATH) + " " + train_flags("unknown") +
-                                                    " --steps 1 --set ffn.routing=topp --set ffn.neurons=4",
-                                                &code);
+  const std::string unknown = one_step("unknown", "--set ffn.routing=topp --set ffn.neurons=4", &code);
   EXPECT_EQ(code, 1) << unknown;
   EXPECT_NE(unknown.find("[config] --set: unknown field 'ffn.neurons', expected one of kind, hidden, n_experts"),
             std::string::npos) << unknown;
-  const std::string ignored = test::run_command(std::string(UOE_CLI_PATH) + " " + train_flags("ignored") +
-                                                    " --steps 1 --set ffn.kind=dense --set ffn.top_p=0.3",
-                                                &code);
+  const std::string ignored = one_step("ignored", "--set ffn.kind=dense --set ffn.top_p=0.3", &code);
   EXPECT_EQ(code, 1) << ignored;
   EXPECT_NE(ignored.find("[config] --set: ffn.top_p is ignored by ffn.kind dense (only moe, aoe, uoe use it); "
                          "ffn.kind dense uses kind, hidden"),
