@@ -22,8 +22,8 @@ std::pair<double, double> ffn_params(const ModelConfig& c) {
       return {d * n + n * 3 * d * D + shared, d * n + K * 3 * d * D + shared};
     }
     case FfnKind::AoE: {
-      const double low = double(f.d_low);
-      return {d * n * low + n * (low * D + 2 * d * D), d * n * low + K * (low * D + 2 * d * D)};
+      const double low = double(f.d_low), shared = 3 * d * double(f.shared_width);
+      return {d * n * low + n * (low * D + 2 * d * D) + shared, d * n * low + K * (low * D + 2 * d * D) + shared};
     }
     case FfnKind::UoE: {
       // the virtual shared expert (every expert's r routing neurons), then the selected experts' other neurons;
@@ -107,7 +107,7 @@ double largest_parameter(const ModelConfig& m, double ep) {
   switch (f.kind) {
     case FfnKind::Dense: ffn = d * double(f.hidden); break;
     case FfnKind::MoE: ffn = std::max({ffn, d * n, d * double(f.shared_width)}); break;  // and the router
-    case FfnKind::AoE: ffn = std::max(ffn, d * n * double(f.d_low)); break;               // and the gate
+    case FfnKind::AoE: ffn = std::max({ffn, d * n * double(f.d_low), d * double(f.shared_width)}); break;  // gate
     case FfnKind::UoE: break;
   }
   return std::max({double(m.vocab_size) * d, d * d, ffn});
@@ -150,6 +150,31 @@ double route_saved(const Step& s, double K, double n, bool full_softmax) {
   return s.act(K, kI64) + s.act(K, kF32) + (full_softmax ? s.act(n, kF32) : 0) + (s.f32 ? 0 : s.act(K, s.c));
 }
 
+// The (token, slot) pairs per token that routing makes room for: top_k, or all n with routing = topp.
+double routed_slots(const FfnConfig& f) {
+  return f.routing == Routing::TopP ? double(f.n_experts) : double(f.top_k);
+}
+
+// The routing probabilities route_tokens keeps: softmax [N, n] for the balance loss or top-p's entropy, and
+// log_softmax [N, n] for the entropy.
+double probs_saved(const Step& s, const FfnConfig& f) {
+  const double n = double(f.n_experts);
+  const bool topp = f.routing == Routing::TopP;
+  return (f.aux_loss > 0 || topp ? s.act(n, kF32) : 0) + (topp ? s.act(n, kF32) : 0);
+}
+
+// A routed part with an optional shared SwiGLU expert run after it in the forward: the shared expert's backward
+// first, then the routed part's (the shared expert's saves released, its gradients made).
+Part with_shared(Part routed, double d, double width, const Step& s) {
+  if (width <= 0) return routed;
+  const Part shared = swiglu_part(d, width, s);
+  routed.work = std::max(shared.work, shared.grads - shared.saved - shared.copies + routed.work);
+  routed.saved += shared.saved;
+  routed.copies += shared.copies;
+  routed.grads += shared.grads;
+  return routed;
+}
+
 // expert_ffn's backward as it returns, all in the compute dtype: dx [N, d], d weights [N, K], the gate input's
 // gradient [N, gate_cols] and the raw gradients of the three expert weights.
 double expert_backward(const Step& s, double d, double K, double gate_cols, const Experts& e) {
@@ -162,39 +187,37 @@ double first_expert_grad(const Step& s, const Experts& e) {
   return s.f32 ? e.largest(s.p) * (s.mixed ? 2 : 1) : 0;
 }
 
-// MoE (nn/moe_ffn.cpp): float32 router, top-K routing, dropless experts, optional shared SwiGLU.
+// MoE (nn/moe_ffn.cpp): float32 router, top-K (or top-p) routing, dropless experts, optional shared SwiGLU.
 Part moe_part(const ModelConfig& m, const Step& s) {
   const FfnConfig& f = m.ffn;
-  const double d = double(m.d_model), n = double(f.n_experts), K = double(f.top_k);
+  const double d = double(m.d_model), n = double(f.n_experts), K = routed_slots(f);
   const Experts e = layer_experts(m, s.ep);
-  const Part shared = f.shared_width > 0 ? swiglu_part(d, double(f.shared_width), s) : Part{};
   Part p;
   p.saved = (s.f32 ? 0 : s.act(d, kF32))                              // router input x in float32 [N, d]
             + route_saved(s, K, n, false)                              // routing
-            + (f.aux_loss > 0 ? s.act(n, kF32) : 0)                    // balance loss: softmax [N, n]
+            + probs_saved(s, f)                                        // balance loss, top-p entropy
             + (f.z_loss > 0 ? s.act(n, kF32) + s.act(1, kF32) : 0)     // z-loss: logits [N, n], log-sum-exp [N]
-            + shared.saved + s.exchange(K, d);
-  p.copies = (s.cast_experts ? e.bytes(s.c) : 0) + shared.copies  // the experts cast, kept by expert_ffn
+            + s.exchange(K, d);
+  p.copies = (s.cast_experts ? e.bytes(s.c) : 0)                      // the experts cast, kept by expert_ffn
              + (s.p == kF32 ? 0 : tensor_bytes(d * n, kF32));       // the router cast to float32
-  p.grads = tensor_bytes(d * n, s.p) + e.bytes(s.p) + shared.grads;
-  // backward: the shared expert first; then expert_ffn (the shared expert released, its gradients made), whose
-  // raw weight gradients go into .grad one at a time
-  p.work = std::max(shared.work, shared.grads - shared.saved - shared.copies + expert_backward(s, d, K, 0, e) +
-                                     first_expert_grad(s, e));
-  return p;
+  p.grads = tensor_bytes(d * n, s.p) + e.bytes(s.p);
+  // backward: expert_ffn's, whose raw weight gradients go into .grad one at a time
+  p.work = expert_backward(s, d, K, 0, e) + first_expert_grad(s, e);
+  return with_shared(p, d, double(f.shared_width), s);
 }
 
-// AoE (nn/moe_ffn.cpp): low-rank gate c = x W_down [N, n·d_low] whose group norms rank the experts.
+// AoE (nn/aoe_ffn.cpp): low-rank gate c = x W_down [N, n·d_low] whose group norms rank the experts, optional
+// shared SwiGLU.
 Part aoe_part(const ModelConfig& m, const Step& s) {
   const FfnConfig& f = m.ffn;
-  const double d = double(m.d_model), n = double(f.n_experts), K = double(f.top_k),
+  const double d = double(m.d_model), n = double(f.n_experts), K = routed_slots(f),
                low = double(f.n_experts * f.d_low);
   const Experts e = layer_experts(m, s.ep);
   Part p;
   p.saved = s.act(low, kF32) * (s.f32 || s.ep > 1 ? 1 : 2)  // c in float32: group_l2norm's, expert_ffn's gate input
             + s.act(n, kF32)                              // scores [N, n]
             + route_saved(s, K, n, f.weights == ops::RouteWeights::FullSoftmax)
-            + (f.aux_loss > 0 ? s.act(n, kF32) : 0)       // balance loss: softmax [N, n]
+            + probs_saved(s, f)                           // balance loss, top-p entropy
             + s.exchange(K, d, double(f.d_low));
   p.copies = (s.mixed ? tensor_bytes(d * low, s.c) : 0) + (s.cast_experts ? e.bytes(s.c) : 0);
   p.grads = tensor_bytes(d * low, s.p) + e.bytes(s.p);
@@ -202,7 +225,7 @@ Part aoe_part(const ModelConfig& m, const Step& s) {
   // scores) and their sum while c is released, expert_ffn's dx [N, d] waiting, the expert gradients made
   p.work = std::max(expert_backward(s, d, K, low, e) + first_expert_grad(s, e),
                     s.act(d, kF32) + 2 * s.act(low, kF32) + e.bytes(s.p));
-  return p;
+  return with_shared(p, d, double(f.shared_width), s);
 }
 
 // UoE (nn/uoe_ffn.cpp): routing neurons [0, r) of all n experts run densely (H [N, n·r]), their group norms
@@ -210,17 +233,15 @@ Part aoe_part(const ModelConfig& m, const Step& s) {
 Part uoe_part(const ModelConfig& m, const Step& s) {
   const FfnConfig& f = m.ffn;
   const double d = double(m.d_model), n = double(f.n_experts);
-  const double nr = n * double(f.routing_neurons), K = f.routing == Routing::TopP ? n : double(f.top_k);
+  const double nr = n * double(f.routing_neurons), K = routed_slots(f);
   const Experts e = layer_experts(m, s.ep);  // (the routing slices of all n experts are gathered)
-  const bool probs = f.aux_loss > 0 || f.routing == Routing::TopP;
   Part p;
   p.saved = 4 * s.act(nr, s.c)                             // g, silu(g), up, H = silu(g)·up [N, n·r]
             + (s.f32 ? 0 : s.act(nr, kF32))                // the score's source in float32 [N, n·r]
             + s.act(n, kF32)                               // scores [N, n]
             + route_saved(s, K, n, f.weights == ops::RouteWeights::FullSoftmax)
             + (f.combine == Combine::FullExpert ? 2 * s.act(nr, s.c) : 0)  // unselected mask and masked H [N, n·r]
-            + (probs ? s.act(n, kF32) : 0)                 // softmax [N, n] (balance loss, top-p entropy)
-            + (f.routing == Routing::TopP ? s.act(n, kF32) : 0)   // log_softmax [N, n] (top-p entropy)
+            + probs_saved(s, f)                            // balance loss, top-p entropy
             + s.exchange(K, d);
   // the routing slices of W_gate, W_up [d, n·r] and W_down [n·r, d] are copied by their reshapes
   p.copies = 3 * tensor_bytes(d * nr, s.c) + (s.cast_experts ? e.bytes(s.c) : 0);

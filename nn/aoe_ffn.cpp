@@ -1,4 +1,5 @@
-// Autonomy-of-Experts FFN (docs/UOE.md): a factorised gate whose first factor ranks the experts.
+// Autonomy-of-Experts FFN (docs/UOE.md): a factorised gate whose first factor ranks the experts; optional shared
+// expert.
 #include "nn/ffn.h"
 #include "ops/ops.h"
 
@@ -10,6 +11,8 @@ AoeFfn::AoeFfn(const ModelConfig& c, double out_std) : cfg(c.ffn) {
   // docs/UOE.md specifies none).
   gate_down = register_parameter("gate_down", init_normal({c.d_model, cfg.n_experts * cfg.d_low}, 0.02));
   w = make_experts(*this, cfg.n_experts, cfg.d_low, c.d_model, cfg.expert_width, out_std);
+  if (cfg.shared_width > 0)
+    shared = register_module("shared", std::make_shared<SwiGLU>(c.d_model, cfg.shared_width, out_std));
 }
 
 FfnOut AoeFfn::forward(const Tensor& x) {
@@ -19,8 +22,9 @@ FfnOut AoeFfn::forward(const Tensor& x) {
   const Tensor scores = ops::group_l2norm(c.to(router_dtype(x.dtype())), n);  // [T, n]
   const Routed routed = route_tokens(x, scores, cfg);
   const ops::Route& route = routed.route;
-  const Tensor y = run_experts(x, route.indices, route.weights.to(dt), w.to(dt), 0, cfg.expert_width,
-                               c.view({T, n, cfg.d_low}));
+  Tensor y = run_experts(x, route.indices, route.weights.to(dt), w.to(dt), 0, cfg.expert_width,
+                         c.view({T, n, cfg.d_low}));
+  if (shared) y = y + shared->forward(x);
   return {y, routed.aux};
 }
 

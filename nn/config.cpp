@@ -4,7 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <algorithm>
-#include <set>
+#include <vector>
 
 #include "core/error.h"
 
@@ -19,6 +19,30 @@ constexpr const char* kWeightsNames[] = {"topk_softmax", "full_softmax"};
 constexpr const char* kCombineNames[] = {"vse", "full_expert"};
 constexpr const char* kRoutingNames[] = {"topk", "topp"};
 
+// The fields of config.json, and of its "ffn" object with the kinds that use each (docs/UOE.md's table): a field
+// the kind ignores keeps its default.
+constexpr const char* kModelFields[] = {"name",    "vocab_size", "d_model",  "n_layers",        "n_heads", "n_kv_heads",
+                                        "context", "rope_base",  "norm_eps", "tied_embeddings", "ffn"};
+constexpr unsigned kDense = 1u << int(FfnKind::Dense), kMoE = 1u << int(FfnKind::MoE),
+                   kAoE = 1u << int(FfnKind::AoE), kUoE = 1u << int(FfnKind::UoE);
+struct FfnField {
+  const char* name;
+  unsigned kinds;  // bit 1 << FfnKind of each kind that uses it
+};
+constexpr FfnField kFfnFields[] = {
+    {"kind", kDense | kMoE | kAoE | kUoE}, {"hidden", kDense},         {"n_experts", kMoE | kAoE | kUoE},
+    {"top_k", kMoE | kAoE | kUoE},         {"expert_width", kMoE | kAoE | kUoE}, {"shared_width", kMoE | kAoE},
+    {"routing_neurons", kUoE},             {"d_low", kAoE},            {"score", kUoE},
+    {"weights", kAoE | kUoE},              {"combine", kUoE},          {"routing", kMoE | kAoE | kUoE},
+    {"top_p", kMoE | kAoE | kUoE},         {"aux_loss", kMoE | kAoE | kUoE}, {"z_loss", kMoE},
+};
+
+const FfnField* find_ffn_field(const std::string& name) {
+  for (const FfnField& f : kFfnFields)
+    if (name == f.name) return &f;
+  return nullptr;
+}
+
 template <size_t N>
 std::string name_list(const char* const (&names)[N]) {
   std::string list;
@@ -27,6 +51,18 @@ std::string name_list(const char* const (&names)[N]) {
 }
 
 }  // namespace
+
+bool ffn_field_used(FfnKind kind, const std::string& field) {
+  const FfnField* f = find_ffn_field(field);
+  return f && (f->kinds & (1u << int(kind)));
+}
+
+std::string ffn_fields_used(FfnKind kind) {
+  std::string list;
+  for (const FfnField& f : kFfnFields)
+    if (f.kinds & (1u << int(kind))) list += (list.empty() ? "" : ", ") + std::string(f.name);
+  return list;
+}
 
 const char* ffn_kind_name(FfnKind k) { return kKindNames[int(k)]; }
 const char* switch_name(ScoreSource s) { return kScoreNames[int(s)]; }
@@ -68,11 +104,24 @@ json::Value to_json(const ModelConfig& c) {
 
 namespace {
 
-void check_keys(const json::Value& v, const std::set<std::string>& known, const std::string& where) {
+// Every key of `v` is one of `known` (`prefix` + the key names it in the error).
+template <class Names, class NameOf>
+void check_keys(const json::Value& v, const Names& known, NameOf name_of, const std::string& where,
+                const std::string& prefix) {
   UOE_CHECK(v.is_object(), "[config] ", where, " must be a JSON object");
-  for (const auto& [key, value] : v.items())
-    UOE_CHECK(known.count(key), "[config] ", where, ": unknown field '", key, "'");
+  for (const auto& [key, value] : v.items()) {
+    std::string list;
+    bool found = false;
+    for (const auto& k : known) {
+      found = found || key == name_of(k);
+      list += (list.empty() ? "" : ", ") + std::string(name_of(k));
+    }
+    UOE_CHECK(found, "[config] ", where, ": unknown field '", prefix, key, "', expected one of ", list);
+  }
 }
+
+const char* plain_name(const char* name) { return name; }
+const char* ffn_field_name(const FfnField& f) { return f.name; }
 
 // ffn.`field` of `f` as an enum value (`fallback` when missing): its name must be one of `names` (the enum's order).
 template <class E, size_t N>
@@ -90,9 +139,7 @@ namespace {
 
 // Every field's value as JSON gives it (missing fields keep their defaults).
 ModelConfig parse_fields(const json::Value& v, const std::string& source) {
-  check_keys(v, {"name", "vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "context", "rope_base",
-                 "norm_eps", "tied_embeddings", "ffn"},
-             source);
+  check_keys(v, kModelFields, plain_name, source, "");
   ModelConfig c;
   c.name = v.get("name", c.name);
   c.vocab_size = v.get("vocab_size", c.vocab_size);
@@ -106,9 +153,7 @@ ModelConfig parse_fields(const json::Value& v, const std::string& source) {
   c.tied_embeddings = v.get("tied_embeddings", c.tied_embeddings);
   if (v.contains("ffn")) {
     const json::Value& f = v.at("ffn");
-    check_keys(f, {"kind", "hidden", "n_experts", "top_k", "expert_width", "shared_width", "routing_neurons", "d_low",
-                   "score", "weights", "combine", "routing", "top_p", "aux_loss", "z_loss"},
-               source + " ffn");
+    check_keys(f, kFfnFields, ffn_field_name, source, "ffn.");
     FfnConfig& o = c.ffn;
     o.kind = parse_choice(f, "kind", kKindNames, o.kind, source);
     o.hidden = f.get("hidden", o.hidden);
@@ -135,16 +180,21 @@ void check_range(const std::string& source, const char* field, int64_t value, in
             hi);
 }
 
+// The kinds that use ffn.`field`, by name.
+std::string kinds_using(const char* field) {
+  std::string kinds;
+  for (FfnKind k : {FfnKind::Dense, FfnKind::MoE, FfnKind::AoE, FfnKind::UoE})
+    if (ffn_field_used(k, field)) kinds += (kinds.empty() ? "" : ", ") + std::string(ffn_kind_name(k));
+  return kinds;
+}
+
 // A switch that the FFN kind ignores keeps its default (its first value): a choice that would change nothing is
 // refused.
 template <class E>
-void check_switch_used(const std::string& source, const FfnConfig& f, const char* field, E value,
-                       std::initializer_list<FfnKind> users) {
-  if (value == E(0) || std::find(users.begin(), users.end(), f.kind) != users.end()) return;
-  std::string kinds;
-  for (FfnKind k : users) kinds += (kinds.empty() ? "" : ", ") + std::string(ffn_kind_name(k));
+void check_switch_used(const std::string& source, const FfnConfig& f, const char* field, E value) {
+  if (value == E(0) || ffn_field_used(f.kind, field)) return;
   fail("[config] ", source, ": ffn.", field, " is '", switch_name(value), "', but ffn.kind ", ffn_kind_name(f.kind),
-       " ignores it (only ", kinds, " use it): leave it out or set '", switch_name(E(0)), "'");
+       " ignores it (only ", kinds_using(field), " use it): leave it out or set '", switch_name(E(0)), "'");
 }
 
 void check_weight(const std::string& source, const char* field, double value) {
@@ -172,10 +222,10 @@ void check_model_config(const ModelConfig& c, const std::string& source) {
   UOE_CHECK(std::isfinite(c.norm_eps) && c.norm_eps > 0, "[config] ", source, ": norm_eps is ", c.norm_eps,
             ", expected a finite number > 0");
   const FfnConfig& f = c.ffn;
-  check_switch_used(source, f, "score", f.score, {FfnKind::UoE});
-  check_switch_used(source, f, "weights", f.weights, {FfnKind::AoE, FfnKind::UoE});
-  check_switch_used(source, f, "combine", f.combine, {FfnKind::UoE});
-  check_switch_used(source, f, "routing", f.routing, {FfnKind::UoE});
+  check_switch_used(source, f, "score", f.score);
+  check_switch_used(source, f, "weights", f.weights);
+  check_switch_used(source, f, "combine", f.combine);
+  check_switch_used(source, f, "routing", f.routing);
   const bool dense = f.kind == FfnKind::Dense;
   check_range(source, "ffn.hidden", f.hidden, dense ? 1 : 0, kMaxWidth * 16);
   check_range(source, "ffn.n_experts", f.n_experts, 1, kMaxExperts);
@@ -217,6 +267,53 @@ void resolve_defaults(ModelConfig& c) {
 
 namespace {
 
+// The JSON value of an assignment's text: a number, true or false as JSON reads them, anything else a string.
+json::Value assigned_value(const std::string& text) {
+  try {
+    json::Value v = json::parse(text, "value");
+    if (v.is_number() || v.type() == json::Value::Type::Bool) return v;
+  } catch (const Error&) {
+  }
+  return json::Value(text);
+}
+
+}  // namespace
+
+ModelConfig with_assignments(const ModelConfig& c, const std::vector<std::string>& assignments,
+                             const std::string& source) {
+  json::Value v = to_json(c);
+  std::vector<std::string> ffn_fields;  // the ffn fields assigned, checked against the final kind
+  for (const std::string& a : assignments) {
+    const size_t eq = a.find('=');
+    UOE_CHECK(eq != std::string::npos && eq > 0, "[config] ", source, ": '", a, "' is not field=value (e.g. "
+              "ffn.routing_neurons=32)");
+    const std::string field = a.substr(0, eq);
+    const json::Value value = assigned_value(a.substr(eq + 1));
+    if (field.rfind("ffn.", 0) == 0) {
+      const std::string name = field.substr(4);
+      json::Value ffn = json::Value::object();
+      ffn[name] = value;
+      check_keys(ffn, kFfnFields, ffn_field_name, source, "ffn.");
+      v["ffn"][name] = value;
+      ffn_fields.push_back(name);
+    } else {
+      UOE_CHECK(field != "ffn", "[config] ", source, ": set the FFN's fields one by one (ffn.<field>=value)");
+      json::Value top = json::Value::object();
+      top[field] = value;
+      check_keys(top, kModelFields, plain_name, source, "");
+      v[field] = value;
+    }
+  }
+  const ModelConfig out = model_config_from_json(v, source);
+  for (const std::string& name : ffn_fields)
+    UOE_CHECK(ffn_field_used(out.ffn.kind, name), "[config] ", source, ": ffn.", name, " is ignored by ffn.kind ",
+              ffn_kind_name(out.ffn.kind), " (only ", kinds_using(name.c_str()), " use it); ffn.kind ",
+              ffn_kind_name(out.ffn.kind), " uses ", ffn_fields_used(out.ffn.kind));
+  return out;
+}
+
+namespace {
+
 // A preset family: the Transformer and the expert geometry every kind of the family shares.
 struct Family {
   const char* name;
@@ -240,9 +337,18 @@ std::string preset_list() {
   return out;
 }
 
-// Dense, MoE and UoE at matched active compute: the MoE's shared expert is the UoE's virtual shared expert (n r),
-// the dense FFN is as wide as UoE's active neurons. AoE keeps parameter parity with a MoE of width D; its
-// low-rank routing (every token through every expert's d_low projection) makes its active compute differ.
+// Every kind of a family matches UoE's active FFN FLOPs per token (uoe info prints the ratios; every preset is
+// within 0.2% of UoE's model FLOPs; tests/nn/test_config_counts.cpp checks 1%). UoE's active FFN weights per
+// layer are 3 d (n r + K (D - r)): the virtual shared expert (n r neurons) and the K selected experts' other D - r.
+// - dense: width n r + K (D - r), exactly UoE's active neurons.
+// - MoE: K experts of width D and a shared expert of width (n - K) r: 3 d (K D + (n - K) r), UoE's count; the
+//   router's d n weights are the difference (+0.14% of the model's FLOPs at tiny, +0.05% small, +0.19% 3b).
+//   (Before: shared width n r, K r neurons more, +7% model FLOPs at tiny.)
+// - AoE: parameter parity with a MoE of width D, d_wide = (3 d D - d_low d) / (d_low + 2 d), makes its active
+//   weights d n d_low + K d_wide (d_low + 2 d) = 3 d K D + d d_low (n - K), UoE's when d_low = 3 r: the low-rank
+//   gate of every expert is as wide as UoE's routing neurons' three projections. (Before: d_low = d / 3, which
+//   projects every token for all n experts: -11.5% at tiny, -1.3% at small, +46% at 1b, +81% at 3b.)
+// Old checkpoints keep their own widths: config.json carries every field.
 ModelConfig family_member(const Family& fam, FfnKind kind) {
   ModelConfig c;
   c.name = std::string(fam.name) + "-" + ffn_kind_name(kind);
@@ -258,10 +364,9 @@ ModelConfig family_member(const Family& fam, FfnKind kind) {
   f.top_k = fam.K;
   f.expert_width = fam.D;
   f.routing_neurons = fam.r;
-  if (kind == FfnKind::MoE) f.shared_width = fam.n * fam.r;
+  if (kind == FfnKind::MoE) f.shared_width = (fam.n - fam.K) * fam.r;
   if (kind == FfnKind::AoE) {
-    f.d_low = std::llround(double(fam.d) / 3.0);
-    // parameter parity with a MoE of width D: d_wide = (3 d D - d_low d) / (d_low + 2 d)
+    f.d_low = 3 * fam.r;
     f.expert_width = std::llround(double(3 * fam.d * fam.D - f.d_low * fam.d) / double(f.d_low + 2 * fam.d));
   }
   if (kind == FfnKind::Dense) f.hidden = fam.n * fam.r + fam.K * (fam.D - fam.r);  // UoE's active width

@@ -1,6 +1,7 @@
 // Model configuration: the Transformer and the four FFN kinds with every UoE switch (docs/UOE.md), JSON round trip, presets.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "core/json.h"
 #include "ops/moe.h"
@@ -55,6 +56,10 @@ inline constexpr int64_t kMaxContext = int64_t(1) << 20;  // 1,048,576 tokens
 inline constexpr int64_t kMaxExperts = int64_t(1) << 16;
 
 const char* ffn_kind_name(FfnKind k);
+// Whether ffn.`field` changes a model of kind `kind` (docs/UOE.md's table: e.g. routing_neurons only UoE's), and
+// the list of those that do, comma-separated.
+bool ffn_field_used(FfnKind kind, const std::string& field);
+std::string ffn_fields_used(FfnKind kind);
 // The JSON names: swiglu | gate_silu | gate, topk_softmax | full_softmax, vse | full_expert, topk | topp.
 const char* switch_name(ScoreSource s);
 const char* switch_name(ops::RouteWeights w);
@@ -69,6 +74,12 @@ ModelConfig model_config_from_json(const json::Value& v, const std::string& sour
 void check_model_config(const ModelConfig& c, const std::string& source);
 // A preset (<family>-<kind>: families tiny, small, 1b and 3b, kinds uoe, moe, aoe, dense; see nn/config.cpp) or a JSON file.
 ModelConfig load_model_config(const std::string& preset_or_path);
+// `c` with "field=value" assignments applied in order (field: a config.json key, ffn.<key> for the FFN's; value: a
+// number, true or false, else a name), read by model_config_from_json as a config.json would be: an unknown field
+// (the error lists the valid ones), a value of the wrong type or out of bounds, or an ffn field that the resulting
+// kind ignores (the error lists those it uses) is one error naming `source`.
+ModelConfig with_assignments(const ModelConfig& c, const std::vector<std::string>& assignments,
+                             const std::string& source);
 // Resolves the 0 = "derived" fields (r, d_low, AoE width) in place.
 void resolve_defaults(ModelConfig& c);
 

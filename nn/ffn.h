@@ -96,7 +96,7 @@ class DenseFfn : public Ffn {
 
 ExpertWeights make_experts(Module& m, int64_t n, int64_t d_gate, int64_t d, int64_t D, double out_std);
 
-// Linear router (f32), top-K softmax over the selected logits, optional shared expert,
+// Linear router (f32), top-K (or top-p) softmax over the selected logits, optional shared expert,
 // Switch load-balance loss and router z-loss, dropless experts.
 class MoeFfn : public Ffn {
  public:
@@ -110,7 +110,8 @@ class MoeFfn : public Ffn {
 };
 
 // Autonomy-of-Experts: factorised gate W_gate[i] = W_down[i] W_up[i] of rank d_low; experts
-// rank themselves by ‖x W_down[i]‖ and the selected ones finish the computation.
+// rank themselves by ‖x W_down[i]‖ and the selected ones finish the computation; optional shared
+// expert (as the AoE authors' code has), added like MoE's.
 class AoeFfn : public Ffn {
  public:
   AoeFfn(const ModelConfig& c, double out_std);
@@ -118,6 +119,7 @@ class AoeFfn : public Ffn {
   FfnConfig cfg;
   Tensor gate_down;  // [d, n * d_low]: all experts' W_down side by side
   ExpertWeights w;   // w.gate: [n, d_low, D] (the W_up of the factorised gate)
+  std::shared_ptr<SwiGLU> shared;  // width shared_width; null when 0
   ExpertWeights* experts() override { return &w; }
 };
 

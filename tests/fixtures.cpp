@@ -66,7 +66,7 @@ nn::ModelConfig micro_config(nn::FfnKind kind) {
   c.ffn.top_k = 2;
   c.ffn.expert_width = 32;
   c.ffn.routing_neurons = 8;
-  c.ffn.shared_width = 32;
+  c.ffn.shared_width = kind == nn::FfnKind::MoE ? 32 : 0;  // AoE can have one too; these tests keep it plain
   c.ffn.d_low = 11;
   return c;
 }

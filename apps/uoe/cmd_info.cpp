@@ -2,6 +2,7 @@
 // side, and the memory breakdown of the chosen configuration.
 #include <cstdio>
 #include <utility>
+#include <vector>
 
 #include "commands.h"
 #include "core/error.h"
@@ -33,6 +34,21 @@ nn::MemoryOptions memory_options(const Args& a, const nn::ModelConfig& c) {
   return o;
 }
 
+// The `kind` member of `base`'s preset family (tiny-*, small-*, ...), else `base` with the FFN kind switched.
+nn::ModelConfig sibling_config(const nn::ModelConfig& base, nn::FfnKind kind) {
+  const size_t dash = base.name.rfind('-');
+  nn::ModelConfig c = base;
+  if (dash != std::string::npos) {
+    try {
+      c = nn::load_model_config(base.name.substr(0, dash + 1) + nn::ffn_kind_name(kind));
+    } catch (const Error&) {
+    }
+  }
+  c.ffn.kind = kind;
+  nn::resolve_defaults(c);
+  return c;
+}
+
 }  // namespace
 
 int cmd_info(const Args& a) {
@@ -51,26 +67,23 @@ int cmd_info(const Args& a) {
   if (mem.expert_parallel > 1) std::printf(", experts split across %ld ranks", long(mem.expert_parallel));
   if (mem.grad_accum > 1) std::printf(", %ld micro-batches per step", long(mem.grad_accum));
   std::printf("\n\n");
-  std::printf("%-8s %14s %14s %16s %16s\n", "ffn", "total params", "active params", "FLOPs/token", "train memory");
-  for (nn::FfnKind kind : {nn::FfnKind::Dense, nn::FfnKind::MoE, nn::FfnKind::AoE, nn::FfnKind::UoE}) {
-    nn::ModelConfig c = base;
-    // a preset's own family (tiny-*, small-*), else the same file with the FFN kind switched
-    const size_t dash = base.name.rfind('-');
-    const std::string sibling =
-        dash == std::string::npos ? "" : base.name.substr(0, dash + 1) + nn::ffn_kind_name(kind);
-    try {
-      c = nn::load_model_config(sibling);
-    } catch (const Error&) {
-      c.ffn.kind = kind;
-    }
-    nn::resolve_defaults(c);
+  // a preset's own family (tiny-*, small-*), else the same file with the FFN kind switched
+  const nn::FfnKind kinds[] = {nn::FfnKind::Dense, nn::FfnKind::MoE, nn::FfnKind::AoE, nn::FfnKind::UoE};
+  std::vector<nn::ModelConfig> siblings;
+  for (nn::FfnKind kind : kinds) siblings.push_back(sibling_config(base, kind));
+  const double uoe_flops = nn::count_model(siblings.back()).flops;
+  std::printf("%-8s %14s %14s %16s %9s %16s\n", "ffn", "total params", "active params", "FLOPs/token", "vs uoe",
+              "train memory");
+  for (const nn::ModelConfig& c : siblings) {
     const nn::ModelCounts k = nn::count_model(c);
     nn::MemoryOptions own = mem;  // a dense FFN has no experts to split
-    if (kind == nn::FfnKind::Dense || c.ffn.n_experts % mem.expert_parallel != 0) own.expert_parallel = 1;
-    std::printf("%-8s %13.2fM %13.2fM %15.2fM %12.0f MiB%s\n", nn::ffn_kind_name(kind), k.total / 1e6,
-                k.active / 1e6, k.flops / 1e6, mib(nn::estimate_training_memory(c, own).total),
-                kind == base.ffn.kind ? "  <- this config" : "");
+    if (c.ffn.kind == nn::FfnKind::Dense || c.ffn.n_experts % mem.expert_parallel != 0) own.expert_parallel = 1;
+    std::printf("%-8s %13.2fM %13.2fM %15.2fM %+8.2f%% %12.0f MiB%s\n", nn::ffn_kind_name(c.ffn.kind), k.total / 1e6,
+                k.active / 1e6, k.flops / 1e6, 100 * (k.flops / uoe_flops - 1),
+                mib(nn::estimate_training_memory(c, own).total), c.ffn.kind == base.ffn.kind ? "  <- this config" : "");
   }
+  std::printf("(FLOPs/token: forward, active weights and causal attention at full context; vs uoe: against the UoE "
+              "of the same family)\n");
   std::printf("\n%s at the peak (during %s):\n", base.name.c_str(), e.phase.c_str());
   const std::pair<const char*, double> lines[] = {
       {"parameters", e.parameters},    {"gradients", e.gradients},         {"optimizer state", e.optimizer},

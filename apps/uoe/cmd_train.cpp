@@ -94,6 +94,10 @@ int train_command(const Args& a, Communicator& comm) {
                            : !resuming && !o.init_from.empty() ? nn::checkpoint_config(o.init_from)
                                                                : nn::load_model_config(a.str("config"));
   if (resuming) config.name = nn::checkpoint_config(ckpt).name;
+  // --set: config.json's fields changed one by one (e.g. ffn.routing_neurons=32), checked as config.json is
+  const std::vector<std::string> sets = a.list("set");
+  UOE_CHECK(o.init_from.empty() || sets.empty(), "--init-from ", o.init_from, " brings its model: leave out --set");
+  if (!sets.empty()) config = nn::with_assignments(config, sets, "--set");
   o.steps = a.integer("steps");
   o.batch = a.integer("batch");
   o.seq = a.integer_or("seq", config.context);

@@ -39,10 +39,17 @@ Flag config_flag(const std::string& def) {
           def.empty()};
 }
 
+Flag set_flag() {
+  return {"set", F::Repeated, "", "field=value: a field of the model's config.json changed (ffn.<field> for the "
+          "FFN's), checked as config.json is; repeat for several (e.g. --set ffn.routing_neurons=32 --set "
+          "ffn.combine=full_expert)"};
+}
+
 std::vector<Flag> train_flags() {
   const nn::TrainOptions d;
   return {
       config_flag("tiny-uoe"),
+      set_flag(),
       data_flag("training text (or a token file from uoe prepare); its tail is the validation split"),
       {"out", F::Text, "", "run directory: metrics.jsonl, checkpoint/, tokens.bin", true},
       {"steps", F::Integer, integer_text(d.steps), "optimiser steps (the cosine schedule spans them)"},
@@ -139,8 +146,15 @@ std::vector<Flag> compare_flags() {
   const nn::TrainOptions d;
   return {data_flag("training text (or byte-level token file)"),
           {"out", F::Text, "", "directory of results.md, val_loss.svg and every run", true},
-          {"archs", F::Text, "dense,moe,aoe,uoe", "FFN kinds compared, comma-separated"},
+          {"archs", F::Text, "dense,moe,aoe,uoe", "what is compared, comma-separated: each entry trains "
+           "<prefix><entry> (FFN kinds of the preset family; with --preset-prefix '' presets or config files)"},
           {"preset-prefix", F::Text, "tiny-", "preset family: each kind trains <prefix><kind>"},
+          {"variant", F::Repeated, "", "label:field=value,...: every --archs entry also trains with these config "
+           "fields changed, as label '<entry>-<label>'; repeat for several; the first variant is the reference of "
+           "the paired differences (e.g. --variant base: --variant r32:ffn.routing_neurons=32)"},
+          {"set", F::Repeated, "", "field=value changed in every variant's config.json, as uoe train --set"},
+          {"balance-loss", F::Number, "0.01", "load-balance loss weight α of every MoE and AoE variant (0: none; "
+           "a --set or --variant of ffn.aux_loss wins)"},
           {"minutes", F::Number, "10", "wall-clock budget of each run"},
           {"seeds", F::Integer, "2", "runs per kind (seeds 0 to N-1)"},
           {"steps", F::Integer, integer_text(d.steps), "most steps of each run (the cosine schedule spans them)"},
@@ -206,7 +220,8 @@ const std::vector<Command>& commands() {
       {"prepare", "tokenise a text file into a token file (and save its tokenizer)",
        "uoe prepare --data text.txt --tokenizer bpe:1024 --tokenizer-out tok.json --out tokens.bin", prepare_flags(),
        cmd_prepare},
-      {"compare", "train each FFN kind for the same time and compare their validation loss",
+      {"compare", "train FFN kinds, configs or --variant ablations for the same time on the same seeds and compare "
+       "their validation loss",
        "uoe compare --data text.txt --archs dense,moe,aoe,uoe --minutes 10 --seeds 2 --out runs/compare",
        compare_flags(), cmd_compare},
       {"plot", "charts of a run's metrics.jsonl: <run>/plots/*.svg and index.html", "uoe plot --run runs/a",

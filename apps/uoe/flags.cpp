@@ -70,6 +70,18 @@ int64_t Args::integer(const std::string& name) const { return parse_integer(name
 
 double Args::number(const std::string& name) const { return parse_number(name, str(name)); }
 
+std::vector<std::string> Args::list(const std::string& name) const {
+  std::vector<std::string> values;
+  if (!has(name)) return values;
+  const std::string& joined = given_.at(name);
+  for (size_t begin = 0;;) {
+    const size_t end = joined.find(kRepeatedSeparator, begin);
+    values.push_back(joined.substr(begin, end - begin));
+    if (end == std::string::npos) return values;
+    begin = end + 1;
+  }
+}
+
 int64_t Args::integer_or(const std::string& name, int64_t fallback) const {
   return has(name) ? integer(name) : fallback;
 }

@@ -8,7 +8,7 @@
 
 namespace uoe::cli {
 
-enum class FlagType { Integer, Number, Text, Switch };
+enum class FlagType { Integer, Number, Text, Switch, Repeated };  // Repeated: text, given any number of times
 
 struct Flag {
   std::string name;           // without the leading --
@@ -20,6 +20,9 @@ struct Flag {
 
 // The default of a number flag as help shows it: the shortest text that reads back as the same double.
 std::string number_text(double v);
+
+// The values of a Repeated flag travel joined by this separator (a value cannot hold it).
+inline constexpr char kRepeatedSeparator = '\n';
 
 // A command's parsed flags: values given on the command line, else the table's defaults. Type errors were raised
 // while parsing, so the accessors only convert.
@@ -37,6 +40,8 @@ class Args {
   // For a flag whose default depends on the run (the table's is empty; help says what it is): the value given, else
   // `fallback`.
   int64_t integer_or(const std::string& name, int64_t fallback) const;
+  // Every value of a Repeated flag, in the order given (none when absent).
+  std::vector<std::string> list(const std::string& name) const;
 
  private:
   const Flag& spec(const std::string& name) const;

@@ -27,6 +27,7 @@ const char* type_name(FlagType t) {
     case FlagType::Integer: return "INT";
     case FlagType::Number: return "NUMBER";
     case FlagType::Text: return "TEXT";
+    case FlagType::Repeated: return "TEXT (repeatable)";
     case FlagType::Switch: break;
   }
   return "";
@@ -57,7 +58,9 @@ std::unique_ptr<CLI::App> make_app(const Command& c) {
     // A required flag is checked when the command reads it (Args::required), after any unknown flag is reported.
     CLI::Option* o = app->add_option("--" + f.name, f.help);
     o->type_name(type_name(f.type) + std::string(f.required ? " REQUIRED" : ""))->default_str(f.default_value);
-    o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->check(type_check(f));
+    o->multi_option_policy(f.type == FlagType::Repeated ? CLI::MultiOptionPolicy::TakeAll
+                                                         : CLI::MultiOptionPolicy::TakeLast)
+        ->check(type_check(f));
   }
   return app;
 }
@@ -115,7 +118,17 @@ std::optional<Args> parse_flags(const Command& c, const std::vector<std::string>
   std::map<std::string, std::string> given;
   for (const Flag& f : c.flags) {
     const CLI::Option* o = app->get_option("--" + f.name);
-    if (o->count() > 0) given[f.name] = f.type == FlagType::Switch ? "1" : o->as<std::string>();
+    if (o->count() == 0) continue;
+    if (f.type == FlagType::Repeated) {
+      std::string joined;
+      for (const std::string& v : o->as<std::vector<std::string>>()) {
+        UOE_CHECK(v.find(kRepeatedSeparator) == std::string::npos, "--", f.name, " '", v, "' holds a line break");
+        joined += (joined.empty() ? "" : std::string(1, kRepeatedSeparator)) + v;
+      }
+      given[f.name] = joined;
+    } else {
+      given[f.name] = f.type == FlagType::Switch ? "1" : o->as<std::string>();
+    }
   }
   return Args(c.flags, std::move(given));
 }

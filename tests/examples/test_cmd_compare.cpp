@@ -1,6 +1,7 @@
 // uoe compare: every (kind, seed) run trains in its own process; results.md's mean ± sd over the seeds equals the
 // runs' own final validation losses; the chart and every run's plots are written; a bad kind fails before any run;
-// a failed run stops the others.
+// a failed run stops the others; --variant and --set ablations with their paired differences, and the balance loss
+// of MoE runs.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -14,6 +15,7 @@
 #include "core/atomic_file.h"
 #include "core/json.h"
 #include "fixtures.h"
+#include "nn/checkpoint.h"
 #include "xml_check.h"
 
 namespace uoe {
@@ -40,7 +42,7 @@ class CompareCli : public ::testing::Test {
     dir = test::temp_dir("compare_cli");
     test::micro_data(dir);
     // --preset-prefix <dir>/micro- names these two JSON configs
-    for (nn::FfnKind kind : {nn::FfnKind::Dense, nn::FfnKind::UoE})
+    for (nn::FfnKind kind : {nn::FfnKind::Dense, nn::FfnKind::MoE, nn::FfnKind::UoE})
       std::ofstream(dir + "/micro-" + nn::ffn_kind_name(kind)) << nn::to_json(test::micro_config(kind)).dump(2);
   }
   std::string compare(const std::string& flags, int* code) const {
@@ -49,8 +51,8 @@ class CompareCli : public ::testing::Test {
                        code);
   }
   // The final validation loss of one run, from its own metrics.jsonl.
-  double final_val_loss(const std::string& run) const {
-    const analysis::RunMetrics m = analysis::read_metrics(dir + "/out/" + run + "/metrics.jsonl");
+  double final_val_loss(const std::string& run, const std::string& out = "out") const {
+    const analysis::RunMetrics m = analysis::read_metrics(dir + "/" + out + "/" + run + "/metrics.jsonl");
     double last = NAN;
     for (const analysis::StepMetrics& s : m.steps)
       if (s.val_loss) last = *s.val_loss;
@@ -66,7 +68,7 @@ TEST_F(CompareCli, TablesTheSeedsOfEveryKind) {
                                   &code);
   ASSERT_EQ(code, 0) << out;
   const std::string md = read_file_bytes(dir + "/out/results.md");
-  EXPECT_NE(md.find("2 seed(s) x 5 min per kind, 2 run(s) at a time with 1 thread(s) each, batch 2 x 16"),
+  EXPECT_NE(md.find("2 seed(s) x 5 min per variant, 2 run(s) at a time with 1 thread(s) each, batch 2 x 16"),
             std::string::npos) << md;
   for (const char* kind : {"dense", "uoe"}) {
     const double a = final_val_loss(std::string(kind) + "-seed0"), b = final_val_loss(std::string(kind) + "-seed1");
@@ -79,7 +81,8 @@ TEST_F(CompareCli, TablesTheSeedsOfEveryKind) {
     for (const char* seed : {"-seed0", "-seed1"})
       EXPECT_TRUE(std::filesystem::exists(dir + "/out/" + kind + seed + "/plots/index.html")) << kind << seed;
   }
-  EXPECT_NE(out.find("| kind | val loss (nats/token) |"), std::string::npos) << out;  // the table is printed too
+  // the table is printed too
+  EXPECT_NE(out.find("| variant | val loss (nats/token) | Δ vs dense (95% CI) |"), std::string::npos) << out;
   const test::XmlCheck svg = test::check_xml(read_file_bytes(dir + "/out/val_loss.svg"));
   EXPECT_EQ(svg.error, "");
   EXPECT_EQ(svg.find("polyline", "class", "line").size(), 4u) << "a curve per run";
@@ -92,6 +95,65 @@ TEST_F(CompareCli, TablesTheSeedsOfEveryKind) {
   EXPECT_NE(msg.find("already holds a comparison (results.md): add --overwrite"), std::string::npos) << msg;
   msg = compare(again + " --overwrite", &code);
   EXPECT_EQ(code, 0) << msg;
+}
+
+// Two --variant ablations of UoE and one of MoE (with the default balance loss): every variant's row holds its mean
+// and the paired difference against the first variant, recomputed here from the runs' own losses (t_{0.975, 1} =
+// 12.7062); the seeds table lists every run; each run's checkpoint carries its assignments.
+TEST_F(CompareCli, VariantsAreTabledWithTheirPairedDifferenceAgainstTheFirst) {
+  int code = 0;
+  const std::string out = compare("--archs uoe,moe --variant base: --variant r4:ffn.routing_neurons=4 --seeds 2 "
+                                  "--jobs 2 --threads 2 --minutes 5 --steps 3 --batch 2 --seq 16 --eval-every 0 "
+                                  "--eval-batches 1 --set ffn.top_k=1 --out " + dir + "/ablation",
+                                  &code);
+  ASSERT_EQ(code, 1) << "ffn.routing_neurons does not apply to MoE\n" << out;
+  EXPECT_NE(out.find("[config] the variant moe-r4: ffn.routing_neurons is ignored by ffn.kind moe"), std::string::npos)
+      << out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ablation")) << "nothing is started or written";
+
+  const std::string ok = compare("--archs uoe --variant base: --variant r4:ffn.routing_neurons=4,ffn.top_k=1 "
+                                 "--seeds 2 --jobs 2 --threads 2 --minutes 5 --steps 3 --batch 2 --seq 16 "
+                                 "--eval-every 0 --eval-batches 1 --out " + dir + "/ablation",
+                                 &code);
+  ASSERT_EQ(code, 0) << ok;
+  const std::string md = read_file_bytes(dir + "/ablation/results.md");
+  EXPECT_NE(md.find("| variant | val loss (nats/token) | Δ vs uoe-base (95% CI) |"), std::string::npos) << md;
+  std::vector<double> base, r4;
+  for (const char* seed : {"-seed0", "-seed1"}) {
+    base.push_back(final_val_loss("uoe-base" + std::string(seed), "ablation"));
+    r4.push_back(final_val_loss("uoe-r4" + std::string(seed), "ablation"));
+  }
+  const double d0 = r4[0] - base[0], d1 = r4[1] - base[1], mean = (d0 + d1) / 2;
+  const double half = 12.7062 * (std::abs(d0 - d1) / std::sqrt(2.0)) / std::sqrt(2.0);
+  char delta[64];
+  std::snprintf(delta, sizeof delta, "| %+.4f ± %.4f |", mean, half);
+  EXPECT_NE(md.find(delta), std::string::npos) << delta << "\n" << md;
+  EXPECT_NE(md.find("| uoe-base | " ), std::string::npos) << md;
+  EXPECT_NE(md.find("| (reference) |"), std::string::npos) << md;
+  char seeds_row[96];
+  std::snprintf(seeds_row, sizeof seeds_row, "| uoe-r4 | %.4f | %.4f |", r4[0], r4[1]);
+  EXPECT_NE(md.find(seeds_row), std::string::npos) << seeds_row << "\n" << md;
+  const nn::ModelConfig trained = nn::checkpoint_config(dir + "/ablation/uoe-r4-seed0/checkpoint");
+  EXPECT_EQ(trained.ffn.routing_neurons, 4);
+  EXPECT_EQ(trained.ffn.top_k, 1);
+  EXPECT_NE(md.find("- uoe-r4: `" + dir + "/micro-uoe` `--set ffn.routing_neurons=4` `--set ffn.top_k=1`"),
+            std::string::npos) << md;
+}
+
+// MoE runs train with the balance loss α = 0.01 unless --balance-loss (or their own ffn.aux_loss) says otherwise.
+TEST_F(CompareCli, MoeRunsTrainWithTheBalanceLoss) {
+  int code = 0;
+  const std::string out = compare("--archs moe --variant plain: --variant none:ffn.aux_loss=0 --seeds 1 "
+                                  "--minutes 5 --steps 1 --batch 2 --seq 16 --eval-every 0 --eval-batches 1 --out " +
+                                  dir + "/balance",
+                                  &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_DOUBLE_EQ(nn::checkpoint_config(dir + "/balance/moe-plain-seed0/checkpoint").ffn.aux_loss, 0.01);
+  EXPECT_DOUBLE_EQ(nn::checkpoint_config(dir + "/balance/moe-none-seed0/checkpoint").ffn.aux_loss, 0.0);
+  const std::string md = read_file_bytes(dir + "/balance/results.md");
+  EXPECT_NE(md.find("load-balance loss α 0.01 for MoE and AoE"), std::string::npos) << md;
+  EXPECT_NE(md.find("| moe-none | "), std::string::npos) << md;
+  EXPECT_NE(md.find("± n/a (one seed) |"), std::string::npos) << md;
 }
 
 TEST_F(CompareCli, RunsThatTheTimeLimitStopsEarlyAreNamedWithTheirLearningRate) {

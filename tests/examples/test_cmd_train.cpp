@@ -1,5 +1,6 @@
 // uoe train's console: the progress follows --minutes when time ends the run first, a stop by Ctrl-C says that it
-// saves the checkpoint, and a finished run prints the commands to try next.
+// saves the checkpoint, a finished run prints the commands to try next, and --set changes config fields (checked as
+// config.json is).
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "core/atomic_file.h"
+#include "nn/checkpoint.h"
 #include "fixtures.h"
 
 namespace uoe {
@@ -29,6 +32,10 @@ class TrainCli : public ::testing::Test {
   std::string train_flags(const std::string& out) const {
     return "train --config " + dir + "/micro.json --data " + dir + "/text.txt --out " + dir + "/" + out +
            " --batch 2 --seq 16 --eval-every 0 --eval-batches 1 --threads 1";
+  }
+  // uoe train of one step into `out` with `extra` flags: its output, `code` its exit status.
+  std::string one_step(const std::string& out, const std::string& extra, int* code) const {
+    return test::run_command(std::string(UOE_CLI_PATH) + " " + train_flags(out) + " --steps 1 " + extra, code);
   }
   std::string dir;
 };
@@ -85,6 +92,27 @@ TEST_F(TrainCli, CtrlCSaysThatItSavesTheCheckpoint) {
   EXPECT_NE(text.find("[train] stopped by signal at step "), std::string::npos) << text;
   EXPECT_NE(text.find(": saving checkpoint...\n"), std::string::npos) << text;
   EXPECT_NE(text.find("next: continue it with the same command and --resume"), std::string::npos) << text;
+}
+
+// --set ffn.routing_neurons=4 --set ffn.combine=full_expert trains that model: its checkpoint's config.json holds
+// both; an unknown field, or one the FFN kind ignores, is refused before anything is written.
+TEST_F(TrainCli, SetChangesConfigFieldsAndRefusesOnesThatDoNotApply) {
+  int code = 0;
+  const std::string ok = one_step("set", "--set ffn.routing_neurons=4 --set ffn.combine=full_expert", &code);
+  ASSERT_EQ(code, 0) << ok;
+  const nn::ModelConfig c = nn::checkpoint_config(dir + "/set/checkpoint");
+  EXPECT_EQ(c.ffn.routing_neurons, 4);
+  EXPECT_EQ(c.ffn.combine, nn::Combine::FullExpert);
+  const std::string unknown = one_step("unknown", "--set ffn.routing=topp --set ffn.neurons=4", &code);
+  EXPECT_EQ(code, 1) << unknown;
+  EXPECT_NE(unknown.find("[config] --set: unknown field 'ffn.neurons', expected one of kind, hidden, n_experts"),
+            std::string::npos) << unknown;
+  const std::string ignored = one_step("ignored", "--set ffn.kind=dense --set ffn.top_p=0.3", &code);
+  EXPECT_EQ(code, 1) << ignored;
+  EXPECT_NE(ignored.find("[config] --set: ffn.top_p is ignored by ffn.kind dense (only moe, aoe, uoe use it); "
+                         "ffn.kind dense uses kind, hidden"),
+            std::string::npos) << ignored;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ignored/metrics.jsonl"));
 }
 
 }  // namespace

@@ -23,6 +23,38 @@ TEST(ConfigCounts, ThreeBillionUoeMatchesTheHandCount) {
   EXPECT_DOUBLE_EQ(k.flops, 1210318848.0);
 }
 
+// The bar of issue 21: every MoE, AoE and dense preset computes UoE's active FLOPs per token, within 1%, and each
+// kind's FFN weights follow the derivation stated in nn/config.cpp.
+TEST(ConfigCounts, EveryPresetMatchesUoesActiveFlopsWithinOnePercent) {
+  for (const char* family : {"tiny", "small", "1b", "3b"}) {
+    const std::string f = family;
+    const ModelConfig uoe = load_model_config(f + "-uoe");
+    const double flops = count_model(uoe).flops;
+    const double d = double(uoe.d_model), n = double(uoe.ffn.n_experts), K = double(uoe.ffn.top_k),
+                 D = double(uoe.ffn.expert_width), r = double(uoe.ffn.routing_neurons);
+    for (const char* kind : {"moe", "aoe", "dense"}) {
+      const ModelConfig c = load_model_config(f + "-" + kind);
+      EXPECT_NEAR(count_model(c).flops / flops, 1.0, 0.01) << c.name;
+    }
+    EXPECT_EQ(double(load_model_config(f + "-dense").ffn.hidden), n * r + K * (D - r)) << family;
+    EXPECT_EQ(double(load_model_config(f + "-moe").ffn.shared_width), (n - K) * r) << family;
+    const ModelConfig aoe = load_model_config(f + "-aoe");
+    EXPECT_EQ(double(aoe.ffn.d_low), 3 * r) << family;
+    // parameter parity with a MoE of width D, to the rounding of d_wide
+    const double low = double(aoe.ffn.d_low), wide = double(aoe.ffn.expert_width);
+    EXPECT_NEAR(low * d + low * wide + 2 * d * wide, 3 * d * D, 0.5 * (low + 2 * d)) << family;
+  }
+}
+
+// An AoE shared expert adds its 3 d w weights to the total and the active counts alike.
+TEST(ConfigCounts, AnAoeSharedExpertIsCountedAsActive) {
+  ModelConfig plain = load_model_config("tiny-aoe"), shared = plain;
+  shared.ffn.shared_width = 100;
+  const double extra = double(plain.n_layers) * 3 * double(plain.d_model) * 100;
+  EXPECT_DOUBLE_EQ(count_model(shared).total - count_model(plain).total, extra);
+  EXPECT_DOUBLE_EQ(count_model(shared).active - count_model(plain).active, extra);
+}
+
 TEST(ConfigCounts, FullExpertCombineRunsTheSelectedExpertsRoutingNeuronsAgain) {
   ModelConfig vse = load_model_config("tiny-uoe"), full = vse;
   full.ffn.combine = Combine::FullExpert;
@@ -43,6 +75,24 @@ json::Value with(const std::string& ffn) {
 // The configuration whose ffn object is `ffn` is refused with an error that contains `expected`.
 void expect_refused(const std::string& ffn, const std::string& source, const std::string& expected) {
   expect_error([&] { model_config_from_json(with(ffn), source); }, {expected});
+}
+
+// A checkpoint of the earlier presets (MoE shared width n r, AoE d_low = d / 3) carries every field in its
+// config.json, so it loads with its own widths.
+TEST(ConfigCounts, ConfigsOfTheEarlierPresetsStillLoad) {
+  const ModelConfig moe = model_config_from_json(
+      with("{\"kind\": \"moe\", \"n_experts\": 8, \"top_k\": 2, \"expert_width\": 128, \"shared_width\": 128, "
+           "\"routing_neurons\": 16, \"d_low\": 21}"),
+      "old-moe.json");
+  EXPECT_EQ(moe.ffn.shared_width, 128);
+  const ModelConfig aoe = model_config_from_json(
+      with("{\"kind\": \"aoe\", \"n_experts\": 8, \"top_k\": 2, \"expert_width\": 116, \"shared_width\": 0, "
+           "\"routing_neurons\": 16, \"d_low\": 21}"),
+      "old-aoe.json");
+  EXPECT_EQ(aoe.ffn.d_low, 21);
+  EXPECT_EQ(aoe.ffn.expert_width, 116);
+  LanguageModel a(moe), b(aoe);  // and build
+  EXPECT_GT(count_model(moe).total, 0);
 }
 
 TEST(ConfigCounts, ConfigurationsThatCannotBuildAModelAreRefused) {
@@ -69,8 +119,8 @@ TEST(ConfigCounts, SwitchesAreParsedOnceAndOnlyWhereTheKindUsesThem) {
   expect_refused("{\"weights\": 1}", "w.json",
                  "[config] w.json: [json] key \"weights\": expected a string");
   expect_refused("{\"kind\": \"dense\", \"routing\": \"topp\"}", "d.json",
-                 "[config] d.json: ffn.routing is 'topp', but ffn.kind dense ignores it (only uoe use it): leave it "
-                 "out or set 'topk'");
+                 "[config] d.json: ffn.routing is 'topp', but ffn.kind dense ignores it (only moe, aoe, uoe use it): "
+                 "leave it out or set 'topk'");
   expect_refused("{\"kind\": \"moe\", \"weights\": \"full_softmax\"}", "m.json",
                  "[config] m.json: ffn.weights is 'full_softmax', but ffn.kind moe ignores it (only aoe, uoe use it)");
   ModelConfig aoe = load_model_config("tiny-aoe");

@@ -78,9 +78,9 @@ Tensor reference(Ffn& layer, const ModelConfig& c, const Tensor& x) {
   const int64_t n = f.n_experts, D = f.expert_width, r = f.routing_neurons;
   if (auto* moe = dynamic_cast<MoeFfn*>(&layer)) {
     const Tensor logits = ops::matmul(x, moe->router);
-    auto [vals, I] = ops::topk(logits, f.top_k, 1);
-    const Tensor wt = dense_weights(I, ops::softmax(vals, -1), n);
-    Tensor y = moe->shared->forward(x);
+    auto [I, w] = reference_route(logits, f);
+    const Tensor wt = dense_weights(I, w, n);
+    Tensor y = moe->shared ? moe->shared->forward(x) : zeros({x.size(0), c.d_model}, kF64);
     for (int64_t i = 0; i < n; ++i) y = y + expert(moe->w, i, x, x, 0, D) * wt.narrow(1, i, 1);
     return y;
   }
@@ -91,7 +91,7 @@ Tensor reference(Ffn& layer, const ModelConfig& c, const Tensor& x) {
     const Tensor s = ops::stack(norms, 1);
     auto [I, w] = reference_route(s, f);
     const Tensor wt = dense_weights(I, w, n);
-    Tensor y = zeros({x.size(0), c.d_model}, kF64);
+    Tensor y = aoe->shared ? aoe->shared->forward(x) : zeros({x.size(0), c.d_model}, kF64);
     for (int64_t i = 0; i < n; ++i)
       y = y + expert(aoe->w, i, C.narrow(1, i * f.d_low, f.d_low), x, 0, D) * wt.narrow(1, i, 1);
     return y;
@@ -144,13 +144,47 @@ void expect_layer_matches_reference(const ModelConfig& c) {
   }
 }
 
-TEST(FfnLayers, MoeEqualsPrimitiveOps) { expect_layer_matches_reference(small_config(FfnKind::MoE)); }
+TEST(FfnLayers, MoeEqualsPrimitiveOpsForEveryRoutingWithAndWithoutSharedExpert) {
+  for (Routing routing : {Routing::TopK, Routing::TopP})
+    for (int64_t shared : {0, 6}) {
+      ModelConfig c = small_config(FfnKind::MoE);
+      c.ffn.routing = routing;
+      c.ffn.top_p = 0.6;
+      c.ffn.shared_width = shared;
+      expect_layer_matches_reference(c);
+    }
+}
 
-TEST(FfnLayers, AoeEqualsPrimitiveOpsForEveryWeightMode) {
-  for (ops::RouteWeights weights : {ops::RouteWeights::TopKSoftmax, ops::RouteWeights::FullSoftmax}) {
-    ModelConfig c = small_config(FfnKind::AoE);
-    c.ffn.weights = weights;
-    expect_layer_matches_reference(c);
+TEST(FfnLayers, AoeEqualsPrimitiveOpsForEveryWeightModeRoutingAndSharedExpert) {
+  for (ops::RouteWeights weights : {ops::RouteWeights::TopKSoftmax, ops::RouteWeights::FullSoftmax})
+    for (Routing routing : {Routing::TopK, Routing::TopP})
+      for (int64_t shared : {0, 6}) {
+        ModelConfig c = small_config(FfnKind::AoE);
+        c.ffn.weights = weights;
+        c.ffn.routing = routing;
+        c.ffn.top_p = 0.6;
+        c.ffn.shared_width = shared;
+        expect_layer_matches_reference(c);
+      }
+}
+
+// Finite differences through the new paths: MoE and AoE with top-p routing (a variable number of experts per
+// token, empty slots), AoE with a shared expert, and the auxiliary losses (balance, top-p entropy) they add.
+TEST(FfnLayers, TopPAndAoeSharedExpertPassGradientChecks) {
+  for (FfnKind kind : {FfnKind::MoE, FfnKind::AoE}) {
+    ModelConfig c = small_config(kind);
+    c.ffn.routing = Routing::TopP;
+    c.ffn.top_p = 0.6;
+    c.ffn.aux_loss = 0.01;
+    manual_seed(13);
+    auto layer = make_ffn(c, 0.05);
+    layer->to(DType::Float64);
+    testing::GradCase gc{std::string(ffn_kind_name(kind)) + " top-p", {{7, c.d_model}},
+                         [&](const std::vector<Tensor>& in) {
+                           const FfnOut out = layer->forward(in[0]);
+                           return out.y + out.aux;  // [T, d]: the loss terms' gradients reach x too
+                         }};
+    EXPECT_EQ(testing::check_gradients(gc, testing::Layout::Contiguous, 3), "") << gc.name;
   }
 }
 

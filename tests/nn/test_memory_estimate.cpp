@@ -187,7 +187,15 @@ TEST_F(MemoryEstimate, SwitchesThatChangeWhatIsKept) {
   untied.ffn.score = nn::ScoreSource::Gate;
   untied.ffn.weights = ops::RouteWeights::FullSoftmax;
   untied.ffn.aux_loss = 0.01;
-  for (const nn::ModelConfig& c : {moe, aoe, full, topp, untied}) {
+  nn::ModelConfig moe_topp = small(FfnKind::MoE);  // top-p: room for n slots, the entropy's probabilities
+  moe_topp.name = "small-moe-topp";
+  moe_topp.ffn.routing = nn::Routing::TopP;
+  moe_topp.ffn.top_p = 0.6;
+  nn::ModelConfig aoe_topp = small(FfnKind::AoE);  // with its shared expert (small() gives one)
+  aoe_topp.name = "small-aoe-topp-shared";
+  aoe_topp.ffn.routing = nn::Routing::TopP;
+  aoe_topp.ffn.top_p = 0.6;
+  for (const nn::ModelConfig& c : {moe, aoe, full, topp, untied, moe_topp, aoe_topp}) {
     expect_close(c, 4, 64);
     expect_close(c, 8, 128);
   }
