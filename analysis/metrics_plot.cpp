@@ -10,6 +10,7 @@
 #include "analysis/svg_chart.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/option_names.h"
 #include "core/json.h"
 
 namespace uoe::analysis {
@@ -310,7 +311,7 @@ std::vector<Chart> metrics_charts(const RunMetrics& run) {
 std::string write_run_plots(const std::string& run_dir, const std::string& out_dir) {
   const std::string path = run_dir + "/metrics.jsonl";
   UOE_CHECK(std::filesystem::is_regular_file(path), "[plot] no metrics.jsonl in '", run_dir,
-            "' (expected the --out directory of uoe train)");
+            "' (expected the ", option_name("TrainOptions::out_dir"), " of a training run)");
   const RunMetrics run = read_metrics(path);
   UOE_CHECK(!run.steps.empty(), "[plot] ", path, " has no steps yet");
   const std::string dir = out_dir.empty() ? run_dir + "/plots" : out_dir;

@@ -9,6 +9,7 @@
 #include "analysis/statistics.h"
 #include "autograd/grad_mode.h"
 #include "core/error.h"
+#include "core/option_names.h"
 #include "ops/ops.h"
 
 namespace uoe::analysis {
@@ -250,15 +251,20 @@ AnalysisResult analyze(nn::LanguageModel& model, const nn::TokenFile& data, int6
   const auto t0 = std::chrono::steady_clock::now();
   const nn::ModelConfig& c = model.config;
   UOE_CHECK(c.ffn.kind != nn::FfnKind::Dense, "[analyze] the model has a dense FFN: there is no routing to analyse");
-  UOE_CHECK(o.seq >= 0, "[analyze] --seq ", o.seq, " must be >= 1 (or 0: the model context)");
+  const std::string seq_name = option_name("AnalysisOptions::seq");
+  const std::string tokens_name = option_name("AnalysisOptions::tokens");
+  UOE_CHECK(o.seq >= 0, "[analyze] ", seq_name, " ", o.seq, " must be >= 1 (or 0: the model context)");
   const int64_t seq = o.seq > 0 ? o.seq : c.context;
-  UOE_CHECK(seq <= c.context, "[analyze] --seq ", seq, " exceeds the model context ", c.context);
-  UOE_CHECK(o.tokens >= seq, "[analyze] --tokens ", o.tokens, " is less than one window of --seq ", seq);
-  UOE_CHECK(o.batch > 0 && o.gradient_windows > 0 && o.activation_tokens > 0, "[analyze] --batch, --grad-windows "
-            "and --samples must be >= 1, got ", o.batch, ", ", o.gradient_windows, " and ", o.activation_tokens);
+  UOE_CHECK(seq <= c.context, "[analyze] ", seq_name, " ", seq, " exceeds the model context ", c.context);
+  UOE_CHECK(o.tokens >= seq, "[analyze] ", tokens_name, " ", o.tokens, " is less than one window of ", seq_name, " ",
+            seq);
+  UOE_CHECK(o.batch > 0 && o.gradient_windows > 0 && o.activation_tokens > 0, "[analyze] ",
+            option_name("AnalysisOptions::batch"), ", ", option_name("AnalysisOptions::gradient_windows"), " and ",
+            option_name("AnalysisOptions::activation_tokens"), " must be >= 1, got ", o.batch, ", ",
+            o.gradient_windows, " and ", o.activation_tokens);
   UOE_CHECK(data.size() > seq, "[analyze] ", data.name(), " has ", data.size(), " tokens: fewer than one window of ", seq + 1);
   // More would analyse the same tokens again (the windows wrap around the file), for as long as it is told to.
-  UOE_CHECK(o.tokens <= data.size(), "[analyze] --tokens ", o.tokens, " is more than the ", data.size(),
+  UOE_CHECK(o.tokens <= data.size(), "[analyze] ", tokens_name, " ", o.tokens, " is more than the ", data.size(),
             " tokens of ", data.name());
   UOE_CHECK(data.vocab_size() <= c.vocab_size, "[analyze] ", data.path(), " has vocabulary ", data.vocab_size(),
             " but the model's is ", c.vocab_size);

@@ -1,11 +1,14 @@
-// JSON value accessors, the strict recursive-descent parser, and the printer (exact integers, shortest doubles).
+// JSON value accessors and the printer (exact integers, shortest round-trip doubles; strings escaped by nlohmann-json).
+// The parser is core/json_parse.cpp.
 #include "core/json.h"
 
 #include <bit>
 #include <charconv>
+#include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <iterator>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -15,7 +18,6 @@ namespace uoe::json {
 
 namespace {
 
-constexpr int kMaxDepth = 512;
 constexpr double kTwo63 = 9223372036854775808.0;   // 2^63
 constexpr double kTwo64 = 18446744073709551616.0;  // 2^64
 
@@ -31,44 +33,37 @@ std::string preview(const Value& v) {
   return s;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  static constexpr unsigned char kLead[] = {0, 0x00, 0xC0, 0xE0, 0xF0};
-  const int n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
-  out += char(kLead[n] | (cp >> (6 * (n - 1))));
-  for (int k = n - 2; k >= 0; --k) out += char(0x80 | ((cp >> (6 * k)) & 0x3F));
+// nlohmann's messages start with an id, and a parse error with its own position ("[json.exception.parse_error.101]
+// parse error at line 1, column 8: syntax error while parsing ..."): keep what follows them, cut to a readable
+// length (a lexer error quotes the token it read, which can be a whole long string), with the bytes that are not
+// UTF-8 (which it quotes raw) written as <0xff>.
+std::string nlohmann_message(const std::exception& e) {
+  std::string m = e.what();
+  if (const size_t id_end = m.find("] "); id_end != std::string::npos) m.erase(0, id_end + 2);
+  if (m.rfind("parse error", 0) == 0) m.erase(0, m.find(": ") + 2);
+  if (m.size() > 200) m = m.substr(0, 197) + "...";
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < m.size();) {
+    if (const size_t n = utf8_length(m, i)) {
+      out.append(m, i, n);
+      i += n;
+    } else {
+      const unsigned char c = static_cast<unsigned char>(m[i++]);
+      out += std::string("<0x") + hex[c >> 4] + hex[c & 15] + ">";
+    }
+  }
+  return out;
 }
 
-// Characters with a two-character escape (\" \\ \/ \b \f \n \r \t): raw form and escape letter.
-constexpr char kEscRaw[] = "\"\\/\b\f\n\r\t";
-constexpr char kEscLetter[] = "\"\\/bfnrt";
-
+// nlohmann's escaping is JSON's (\" \\ \b \f \n \r \t, other control characters as \u00xx, the rest as is), and it
+// refuses a string that is not valid UTF-8.
 void dump_string(std::string& out, const std::string& s) {
-  static const char* hex = "0123456789abcdef";
-  out += '"';
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x80) {
-      const size_t n = utf8_length(s, i);
-      UOE_CHECK(n > 0, "[json] cannot write a string that is not valid UTF-8 (byte 0x", hex[c >> 4], hex[c & 15],
-                " at offset ", i, ")");
-      out.append(s, i, n);
-      i += n;
-      continue;
-    }
-    const char* e = c && c != '/' ? std::strchr(kEscRaw, c) : nullptr;
-    if (e) {
-      out += '\\';
-      out += kEscLetter[e - kEscRaw];
-    } else if (c < 0x20) {
-      out += "\\u00";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += char(c);
-    }
-    ++i;
+  try {
+    out += nlohmann::json(s).dump();
+  } catch (const nlohmann::json::type_error& e) {
+    fail("[json] cannot write a string that is not valid UTF-8: ", nlohmann_message(e));
   }
-  out += '"';
 }
 
 void dump_double(std::string& out, double d) {
@@ -315,268 +310,112 @@ std::string Value::dump(int indent) const {
   return out;
 }
 
-// ---- parser -----------------------------------------------------------------------------------
+// ---- parser: nlohmann-json's SAX reader, building the Value -----------------------------------
 
-class Parser {
+namespace {
+
+constexpr size_t kMaxDepth = 512;
+
+// A pointer into the text that records how far nlohmann's lexer has read, so that an error found while building
+// (a duplicate key, nesting too deep) can say where it is.
+struct TrackedCursor {
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
+
+  const char& operator*() const { return *at; }
+  TrackedCursor& operator++() {
+    *read_up_to = ++at;
+    return *this;
+  }
+  bool operator==(const TrackedCursor& o) const { return at == o.at; }
+
+  const char* at;
+  const char** read_up_to;
+};
+
+// Builds the document as nlohmann's parser reports it, without recursion: `open_` holds the arrays and objects not
+// closed yet. Their addresses stay valid: only the innermost open container grows.
+class DocumentBuilder final : public nlohmann::json_sax<nlohmann::json> {
  public:
-  Parser(const std::string& text, const std::string& source) : t_(text), source_(source) {}
+  DocumentBuilder(const std::string& text, const std::string& source)
+      : text_(text), source_(source), read_up_to_(text.data()) {}
 
-  Value parse_document() {
-    if (t_.compare(0, 3, "\xEF\xBB\xBF") == 0) pos_ = 3;  // a UTF-8 byte order mark is ignored
-    skip_ws();
-    Value v = parse_value();
-    skip_ws();
-    if (pos_ != t_.size()) error(pos_, "expected end of input after the JSON value, got ", describe(pos_));
-    return v;
+  Value parse() {
+    const TrackedCursor first{text_.data(), &read_up_to_}, last{text_.data() + text_.size(), &read_up_to_};
+    nlohmann::json::sax_parse(first, last, this);  // every error raises from a callback below
+    return std::move(root_);
+  }
+
+  bool null() override { return add(Value()); }
+  bool boolean(bool b) override { return add(Value(b)); }
+  bool number_integer(number_integer_t i) override { return add(Value(int64_t(i))); }
+  bool number_unsigned(number_unsigned_t u) override { return add(Value(uint64_t(u))); }
+  bool number_float(number_float_t d, const string_t&) override { return add(Value(double(d))); }
+  bool string(string_t& s) override { return add(Value(std::move(s))); }
+  bool binary(binary_t&) override { return false; }  // binary values exist only in binary formats, never in JSON
+  bool start_object(std::size_t) override { return open(Value::object()); }
+  bool key(string_t& k) override {
+    if (open_.back()->contains(k)) error(read_offset(), "duplicate key \"", k, "\" in object");
+    key_ = std::move(k);
+    return true;
+  }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(Value::array()); }
+  bool end_array() override { return close(); }
+  bool parse_error(std::size_t chars_read, const std::string&, const nlohmann::detail::exception& e) override {
+    error(chars_read ? chars_read - 1 : 0, nlohmann_message(e));  // the last character read is the unexpected one
   }
 
  private:
+  // Where the next value goes: the document, a new array element, or the member named by the last key.
+  Value& slot() {
+    if (open_.empty()) return root_;
+    Value& parent = *open_.back();
+    if (parent.is_object()) return parent[key_];
+    parent.push_back(Value());
+    return parent.as_array().back();
+  }
+  bool add(Value v) {
+    slot() = std::move(v);
+    return true;
+  }
+  bool open(Value container) {
+    if (open_.size() == kMaxDepth)
+      error(read_offset(), "expected at most ", kMaxDepth, " levels of nested arrays and objects");
+    Value& s = slot();
+    s = std::move(container);
+    open_.push_back(&s);
+    return true;
+  }
+  bool close() {
+    open_.pop_back();
+    return true;
+  }
+
+  size_t read_offset() const { return size_t(std::max(read_up_to_ - text_.data(), std::ptrdiff_t(1))) - 1; }
+
   template <typename... Args>
-  [[noreturn]] void error(size_t at, const Args&... args) const {
+  [[noreturn]] void error(size_t offset, const Args&... args) const {
     size_t line = 1, line_start = 0;
-    for (size_t i = 0; i < at && i < t_.size(); ++i)
-      if (t_[i] == '\n') ++line, line_start = i + 1;
-    fail("[json] ", source_, ":", line, ":", at - line_start + 1, ": ", args...);
+    for (size_t i = 0; i < offset && i < text_.size(); ++i)
+      if (text_[i] == '\n') ++line, line_start = i + 1;
+    fail("[json] ", source_, ":", line, ":", offset - line_start + 1, ": ", args...);
   }
 
-  std::string describe(size_t at) const {
-    if (at >= t_.size()) return "end of input";
-    const unsigned char c = static_cast<unsigned char>(t_[at]);
-    if (c >= 0x20 && c < 0x7f) return std::string("'") + char(c) + "'";
-    static const char* hex = "0123456789abcdef";
-    return std::string("byte 0x") + hex[c >> 4] + hex[c & 15];
-  }
-
-  bool at_end() const { return pos_ >= t_.size(); }
-  char peek() const { return at_end() ? '\0' : t_[pos_]; }
-  bool is_digit(size_t at) const { return at < t_.size() && t_[at] >= '0' && t_[at] <= '9'; }
-
-  void skip_ws() {
-    while (!at_end() && (t_[pos_] == ' ' || t_[pos_] == '\t' || t_[pos_] == '\n' || t_[pos_] == '\r')) ++pos_;
-  }
-
-  Value parse_value() {
-    if (at_end()) error(pos_, "expected a value, got end of input");
-    switch (t_[pos_]) {
-      case '{': return parse_object();
-      case '[': return parse_array();
-      case '"': return Value(parse_string());
-      case 't': expect_word("true"); return Value(true);
-      case 'f': expect_word("false"); return Value(false);
-      case 'n': expect_word("null"); return Value();
-      default:
-        if (t_[pos_] == '-' || is_digit(pos_)) return parse_number();
-        error(pos_, "expected a value (object, array, string, number, true, false or null), got ", describe(pos_));
-    }
-  }
-
-  void expect_word(const char* w) {
-    const size_t n = std::strlen(w);
-    for (size_t i = 0; i < n; ++i)
-      if (pos_ + i >= t_.size() || t_[pos_ + i] != w[i])
-        error(pos_ + i, "expected '", w, "', got ", describe(pos_ + i));
-    pos_ += n;
-  }
-
-  void enter(size_t at) {
-    if (++depth_ > kMaxDepth) error(at, "expected at most ", kMaxDepth, " levels of nested arrays and objects");
-  }
-
-  Value parse_array() {
-    enter(pos_);
-    ++pos_;  // '['
-    Value v = Value::array();
-    skip_ws();
-    for (bool first = true; !(first && peek() == ']'); first = false) {
-      skip_ws();
-      if (peek() == ']') error(pos_, "expected a value after ',', got ']' (trailing commas are not JSON)");
-      v.arr_.push_back(parse_value());
-      skip_ws();
-      if (peek() == ',') { ++pos_; continue; }
-      if (peek() == ']') break;
-      error(pos_, "expected ',' or ']' in array, got ", describe(pos_));
-    }
-    ++pos_;  // ']'
-    --depth_;
-    return v;
-  }
-
-  Value parse_object() {
-    enter(pos_);
-    ++pos_;  // '{'
-    Value v = Value::object();
-    skip_ws();
-    for (bool first = true; !(first && peek() == '}'); first = false) {
-      skip_ws();
-      if (peek() != '"') {
-        if (v.obj_.empty()) error(pos_, "expected a string key or '}' in object, got ", describe(pos_));
-        error(pos_, "expected a string key after ',' in object, got ", describe(pos_));
-      }
-      const size_t key_pos = pos_;
-      std::string key = parse_string();
-      if (v.index_.count(key)) error(key_pos, "duplicate key \"", key, "\" in object");
-      skip_ws();
-      if (peek() != ':') error(pos_, "expected ':' after key \"", key, "\", got ", describe(pos_));
-      ++pos_;
-      skip_ws();
-      Value item = parse_value();
-      v.index_.emplace(key, v.obj_.size());
-      v.obj_.emplace_back(std::move(key), std::move(item));
-      skip_ws();
-      if (peek() == ',') { ++pos_; continue; }
-      if (peek() == '}') break;
-      error(pos_, "expected ',' or '}' in object, got ", describe(pos_));
-    }
-    ++pos_;  // '}'
-    --depth_;
-    return v;
-  }
-
-  uint32_t parse_hex4() {
-    uint32_t cp = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char c = peek();
-      uint32_t d;
-      if (c >= '0' && c <= '9') d = uint32_t(c - '0');
-      else if (c >= 'a' && c <= 'f') d = uint32_t(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') d = uint32_t(c - 'A' + 10);
-      else error(pos_, "expected 4 hex digits after \\u, got ", describe(pos_));
-      cp = cp * 16 + d;
-      ++pos_;
-    }
-    return cp;
-  }
-
-  std::string parse_string() {
-    const size_t start = pos_;
-    ++pos_;  // opening quote
-    std::string out;
-    for (;;) {
-      // Copy a run of plain ASCII characters at once.
-      size_t run = pos_;
-      while (run < t_.size()) {
-        const unsigned char c = static_cast<unsigned char>(t_[run]);
-        if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) break;
-        ++run;
-      }
-      out.append(t_, pos_, run - pos_);
-      pos_ = run;
-      if (at_end()) error(start, "expected '\"' to close this string, got end of input");
-      const unsigned char c = static_cast<unsigned char>(t_[pos_]);
-      if (c == '"') {
-        ++pos_;
-        return out;
-      }
-      if (c < 0x20)
-        error(pos_, "expected no raw control characters in a string (write \\n, \\t or \\u00XX), got ", describe(pos_));
-      if (c >= 0x80) {
-        const size_t n = utf8_length(t_, pos_);
-        if (n == 0) error(pos_, "expected valid UTF-8 in string, got ", describe(pos_));
-        out.append(t_, pos_, n);
-        pos_ += n;
-        continue;
-      }
-      // Escape sequence.
-      const size_t esc = pos_;
-      ++pos_;
-      const char e = peek();
-      ++pos_;
-      if (const char* l = e ? std::strchr(kEscLetter, e) : nullptr) {
-        out += kEscRaw[l - kEscLetter];
-        continue;
-      }
-      if (e != 'u')
-        error(esc, "expected an escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX) after '\\', got ", describe(esc + 1));
-      uint32_t cp = parse_hex4();
-      if (cp >= 0xDC00 && cp <= 0xDFFF)
-        error(esc, "expected a high surrogate before low surrogate \\u", t_.substr(esc + 2, 4));
-      if (cp >= 0xD800 && cp <= 0xDBFF) {
-        if (t_.compare(pos_, 2, "\\u") != 0)
-          error(pos_, "expected \\uDC00-\\uDFFF after high surrogate \\u", t_.substr(esc + 2, 4), ", got ",
-                describe(pos_));
-        const size_t low_pos = pos_;
-        pos_ += 2;
-        const uint32_t lo = parse_hex4();
-        if (lo < 0xDC00 || lo > 0xDFFF)
-          error(low_pos, "expected a low surrogate \\uDC00-\\uDFFF after high surrogate \\u", t_.substr(esc + 2, 4),
-                ", got \\u", t_.substr(low_pos + 2, 4));
-        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-      }
-      append_utf8(out, cp);
-    }
-  }
-
-  Value parse_number() {
-    const size_t start = pos_;
-    const bool negative = peek() == '-';
-    if (negative) ++pos_;
-    if (!is_digit(pos_)) error(pos_, "expected a digit after '-', got ", describe(pos_));
-    const size_t int_start = pos_;
-    if (t_[pos_] == '0') {
-      ++pos_;
-      if (is_digit(pos_)) error(start, "expected no leading zeros in a number, got ", describe(pos_));
-    } else {
-      while (is_digit(pos_)) ++pos_;
-    }
-    const size_t int_end = pos_;
-    size_t frac_start = pos_, frac_end = pos_;
-    bool integral = true;
-    if (peek() == '.') {
-      integral = false;
-      ++pos_;
-      if (!is_digit(pos_)) error(pos_, "expected a digit after '.', got ", describe(pos_));
-      frac_start = pos_;
-      while (is_digit(pos_)) ++pos_;
-      frac_end = pos_;
-    }
-    int64_t exponent = 0;
-    if (peek() == 'e' || peek() == 'E') {
-      integral = false;
-      ++pos_;
-      bool neg_exp = false;
-      if (peek() == '+' || peek() == '-') neg_exp = t_[pos_++] == '-';
-      if (!is_digit(pos_)) error(pos_, "expected a digit in the exponent, got ", describe(pos_));
-      while (is_digit(pos_)) {
-        if (exponent < 1000000000) exponent = exponent * 10 + (t_[pos_] - '0');  // saturates
-        ++pos_;
-      }
-      if (neg_exp) exponent = -exponent;
-    }
-    const char* first = t_.data() + start;
-    const char* last = t_.data() + pos_;
-    if (integral) {
-      int64_t i;
-      auto r = std::from_chars(first, last, i);
-      if (r.ec == std::errc() && r.ptr == last) return Value(i);
-      uint64_t u;
-      r = std::from_chars(first, last, u);
-      if (!negative && r.ec == std::errc() && r.ptr == last) return Value(u);
-    }
-    double d;
-    auto r = std::from_chars(first, last, d);
-    if (r.ec == std::errc::result_out_of_range) {
-      // Overflow when the leading significant digit is at a power of ten >= 0, else underflow to 0.
-      int64_t power = -1;
-      bool nonzero = false;
-      for (size_t i = int_start; i < int_end && !nonzero; ++i)
-        if (t_[i] != '0') nonzero = true, power = int64_t(int_end - i) - 1;
-      for (size_t i = frac_start; i < frac_end && !nonzero; ++i)
-        if (t_[i] != '0') nonzero = true, power = -int64_t(i - frac_start) - 1;
-      if (nonzero && power + exponent >= 0)
-        error(start, "expected a number within the range of a double, got ", t_.substr(start, pos_ - start));
-      return Value(negative ? -0.0 : 0.0);
-    }
-    if (r.ec != std::errc() || r.ptr != last) error(start, "expected a number, got ", t_.substr(start, pos_ - start));
-    return Value(d);
-  }
-
-  const std::string& t_;
+  const std::string& text_;
   const std::string& source_;
-  size_t pos_ = 0;
-  int depth_ = 0;
+  const char* read_up_to_;  // one past the last character the lexer read
+  Value root_;
+  std::vector<Value*> open_;
+  std::string key_;
 };
 
-Value parse(const std::string& text, const std::string& source) { return Parser(text, source).parse_document(); }
+}  // namespace
+
+Value parse(const std::string& text, const std::string& source) { return DocumentBuilder(text, source).parse(); }
 
 Value read_file(const std::string& path) { return parse(read_file_bytes(path), path); }
 

@@ -1,4 +1,10 @@
 // JSON: an ordered JSON value type, a strict parser with line:col errors, and a printer with exact numbers.
+//
+// The parser is nlohmann-json's (a private dependency of core/json.cpp: nothing here includes it), read through its
+// SAX interface straight into uoe's own Value. Value stays because its callers want what nlohmann::json does not
+// give: typed getters whose errors name the key (`get("lr", 1e-3)`), a missing-key error listing the keys there
+// are, exact int64/uint64 next to doubles, and a printer whose doubles are the shortest of %.15g/%.16g/%.17g that
+// reads back (the format config.json, trainer_state.json and metrics.jsonl have always had) and which refuses NaN.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -81,7 +87,6 @@ class Value {
 
  private:
   enum class Num : uint8_t { Int, UInt, Double };
-  friend class Parser;
   void dump_to(std::string& out, int indent, int level) const;
   const Value* find(const std::string& key) const;
   const Value* lookup(const std::string& key) const;  // for get(): null or missing -> nullptr
@@ -103,9 +108,10 @@ class Value {
 
 const char* type_name(Value::Type t);  // "null", "bool", "number", "string", "array", "object"
 
-// Parses one JSON document (RFC 8259: escapes, \u with surrogate pairs -> UTF-8, exponents,
-// UTF-8 checked). Rejects trailing garbage, duplicate object keys and nesting deeper than 512.
-// Errors read "[json] <source>:<line>:<col>: expected ...".
+// Parses one JSON document (RFC 8259, with nlohmann-json: escapes, \u with surrogate pairs -> UTF-8, exponents,
+// UTF-8 checked). Rejects trailing garbage, duplicate object keys and nesting deeper than 512 (an error, not a deep
+// recursion, however deep the input). Errors read "[json] <source>:<line>:<col>: <what was found and what was
+// expected>", e.g. "syntax error while parsing array - unexpected '}'; expected ']'".
 Value parse(const std::string& text, const std::string& source = "json");
 // Reads and parses a file; errors name the path.
 Value read_file(const std::string& path);

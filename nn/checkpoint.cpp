@@ -10,6 +10,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/option_names.h"
 #include "core/safetensors.h"
 
 namespace uoe::nn {
@@ -55,8 +56,8 @@ std::string recovery_advice(const std::string& dir) {
   if (entry_exists(dir + ".old"))
     return ". '" + dir + ".old' holds the checkpoint before it: to go back to that one, replace '" + dir +
            "' with it (rm -r " + dir + " && mv " + dir + ".old " + dir + ")";
-  return ". Restore the files from a copy of the run; or start the run afresh (uoe train --overwrite, or another "
-         "--out)";
+  return ". Restore the files from a copy of the run; or start the run afresh (" +
+         option_name("TrainOptions::out_dir emptied") + ", or another " + option_name("TrainOptions::out_dir") + ")";
 }
 
 // "nan at element 17" for the first element of `t` that is not finite; "" when every one is (or t is not

@@ -179,7 +179,7 @@ Batch TokenDataset::make_batch(const std::vector<int64_t>& starts, int64_t T) co
 
 void TokenDataset::check_split(const char* split, int64_t tokens, int64_t T) const {
   UOE_CHECK(tokens >= T + 1, "[TokenDataset] the ", split, " split of ", file_->name(), " has ", tokens,
-            " tokens but one window of T=", T, " needs ", T + 1, " (a longer text, or a shorter --seq)");
+            " tokens but one window of T=", T, " needs ", T + 1, " (a longer text, or shorter windows)");
 }
 
 void TokenDataset::check_windows(int64_t T) const {

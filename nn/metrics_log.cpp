@@ -11,6 +11,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/option_names.h"
 
 namespace uoe::nn {
 namespace {
@@ -76,7 +77,9 @@ void MetricsLog::append(const json::Value& line) {
       fd_ = -1;
       fail("[train] cannot write '", path_, "': ", errno_text(e), " (the line of step ",
            line.contains("step") ? line.at("step").dump() : std::string("?"), ")",
-           torn ? "; its partial line stays at the end of the file, --resume drops it" : "");
+           torn ? "; its partial line stays at the end of the file, " + option_name("TrainOptions::resume") +
+                      " drops it"
+                : "");
     }
     done += size_t(n);
   }

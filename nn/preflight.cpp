@@ -8,6 +8,7 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/memory_limits.h"
+#include "core/option_names.h"
 #include "nn/data_parallel.h"
 
 namespace uoe::nn {
@@ -24,17 +25,17 @@ std::string size_str(double bytes) {
 
 }  // namespace
 
-void check_memory(const std::string& what, Device device, int64_t batch, const EstimateAt& estimate,
-                  int processes_here, const std::string& skip_hint) {
+void check_memory(const std::string& what, Device device, const std::string& batch_field, int64_t batch,
+                  const EstimateAt& estimate, int processes_here, const std::string& skip_hint) {
   const std::vector<MemoryLimit> limits =
       device.is_cuda() ? std::vector<MemoryLimit>{{double(allocator_for(device).available(device).value()),
                                                    "the free memory of " + device.str(), false}}
                        : host_memory_limits();
-  check_memory(what, limits, batch, estimate, processes_here, skip_hint);
+  check_memory(what, limits, batch_field, batch, estimate, processes_here, skip_hint);
 }
 
-void check_memory(const std::string& what, const std::vector<MemoryLimit>& limits, int64_t batch,
-                  const EstimateAt& estimate, int processes_here, const std::string& skip_hint) {
+void check_memory(const std::string& what, const std::vector<MemoryLimit>& limits, const std::string& batch_field,
+                  int64_t batch, const EstimateAt& estimate, int processes_here, const std::string& skip_hint) {
   // What one process may use under a limit: all of its own, a share of one the machine's processes share.
   auto share = [&](const MemoryLimit& l) { return std::max(l.room, 0.0) / (l.shared ? processes_here : 1); };
   auto fits = [&](double need) {
@@ -57,11 +58,12 @@ void check_memory(const std::string& what, const std::vector<MemoryLimit>& limit
   const std::string shared = tight->shared && processes_here > 1
                                  ? " to each of the " + std::to_string(processes_here) + " ranks on this machine"
                                  : "";
-  const std::string advice = lo > 0 ? "--batch " + std::to_string(lo) + " fits with a tenth to spare (" +
+  const std::string batch_name = option_name(batch_field);
+  const std::string advice = lo > 0 ? batch_name + " " + std::to_string(lo) + " fits with a tenth to spare (" +
                                           size_str(estimate(lo)) + ")"
-                                    : "even a batch of 1 needs " + size_str(estimate(1)) + " (a smaller model, --seq "
-                                      "or --dtype bf16 would need less)";
-  fail("[", what, "] this run needs about ", size_str(need), " per process at --batch ", batch, " (the memory "
+                                    : "even a batch of 1 needs " + size_str(estimate(1)) + " (a smaller model, "
+                                      "shorter windows or bf16 compute would need less)";
+  fail("[", what, "] this run needs about ", size_str(need), " per process at ", batch_name, " ", batch, " (the memory "
        "estimate of uoe info) but ", size_str(share(*tight)), " is available", shared, " (", tight->source, "): ",
        advice, ". ", skip_hint);
 }
@@ -85,7 +87,8 @@ void check_training_memory(const ModelConfig& config, const TrainOptions& o, Com
     m.grad_accum = o.grad_accum;
     return estimate_training_memory(config, m).total;
   };
-  check_memory("train", o.device, o.batch, at, int(here.item<int64_t>()), "Pass --skip-memory-check to start anyway");
+  check_memory("train", o.device, "TrainOptions::batch", o.batch, at, int(here.item<int64_t>()),
+               "Pass " + option_name("TrainOptions::memory_check = false") + " to start anyway");
 }
 
 }  // namespace uoe::nn

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/file_digest.h"
+#include "core/option_names.h"
 #include "core/string_collectives.h"
 #include "nn/checkpoint.h"
 
@@ -16,7 +17,7 @@ namespace {
 // What a resumed run may do with a field of the identity.
 enum class Change {
   Never,    // the model, its tokenizer and data, the optimiser and the data stream: another run altogether
-  Allowed,  // with --allow-change: the run continues, no longer bit-exact with the one recorded
+  Allowed,  // named in TrainOptions::allow_change: the run continues, no longer bit-exact with the one recorded
   Layout,   // ranks, ZeRO-1, expert parallelism, device: the same steps, to float rounding
 };
 
@@ -38,8 +39,8 @@ const Rule kRules[] = {
     {"optimizer", Change::Never, ""},
     {"seed", Change::Never, ""},
     {"steps", Change::Allowed,
-     "the cosine schedule now spans the new --steps, so the learning rate from here on differs from the recorded "
-     "run's, and from that of a run started with this --steps"},
+     "the cosine schedule now spans the new number of steps, so the learning rate from here on differs from the "
+     "recorded run's, and from that of a run started with that number"},
     {"batch", Change::Allowed, kOtherBatches},
     {"seq", Change::Allowed, kOtherBatches},
     {"grad-accum", Change::Allowed, kOtherBatches},
@@ -75,14 +76,26 @@ std::string allowed_list() {
 void check_allowed(const std::string& field) {
   const bool ok = std::any_of(std::begin(kRules), std::end(kRules),
                               [&](const Rule& r) { return field == r.field && r.change == Change::Allowed; });
-  UOE_CHECK(ok, "--allow-change ", field, ": not a setting that may change on resume (those are ", allowed_list(),
-            "; the model, tokenizer, data, optimizer and seed never do, the ranks' layout always may)");
+  UOE_CHECK(ok, option_name("TrainOptions::allow_change"), " ", field, ": not a setting that may change on resume "
+            "(those are ", allowed_list(), "; the model, tokenizer, data, optimizer and seed never do, the ranks' "
+            "layout always may)");
 }
 
-// A field as the user knows it: a flag ("--lr") or a dotted path into the model, tokenizer or data.
+// The TrainOptions field a key of the identity records ("grad-accum": TrainOptions::grad_accum); the ranks are the
+// communicator's size, no option.
+std::string option_of(const std::string& key) {
+  if (key == "ranks") return key;
+  if (key == "dtype") return "TrainOptions::compute_dtype";
+  std::string field = key;
+  std::replace(field.begin(), field.end(), '-', '_');
+  return "TrainOptions::" + field;
+}
+
+// A field as the caller knows it: an option (option_name(), e.g. "TrainOptions::lr") or a dotted path into the
+// model, tokenizer or data.
 std::string shown(const std::string& path) {
   return path.find('.') == std::string::npos && path != "model" && path != "tokenizer" && path != "data"
-             ? "--" + path
+             ? option_name(option_of(path))
              : path;
 }
 
@@ -203,8 +216,8 @@ void check_same_run_on_every_rank(const json::Value& identity, int64_t start, co
   }
   if (report.empty()) return;
   throw CollectiveError("[train] the " + std::to_string(comm.size()) + " ranks were not started with the same run: " +
-                        report + ". Start every rank with the same flags and the same --config, --data and "
-                        "--tokenizer files (one command line for all of them); nothing was trained");
+                        report + ". Start every rank with the same options, model configuration, data and "
+                        "tokenizer (under mpirun: one command line for all of them); nothing was trained");
 }
 
 std::vector<std::string> check_resumed_run(const json::Value& now, const std::string& ckpt_dir,
@@ -216,34 +229,39 @@ std::vector<std::string> check_resumed_run(const json::Value& now, const std::st
   differences(now, recorded, "", false, diffs);
   std::vector<std::string> notes;
   if (!complete)
-    notes.push_back("the checkpoint in " + ckpt_dir + " predates run identities: only its model, tokenizer, seed, "
-                    "--steps and --warmup are checked; its next save records them all");
+    notes.push_back("the checkpoint in " + ckpt_dir + " predates run identities: only its model, tokenizer, " +
+                    option_name("TrainOptions::seed") + ", " + option_name("TrainOptions::steps") + " and " +
+                    option_name("TrainOptions::warmup") + " are checked; its next save records them all");
   for (const Difference& d : diffs) {
     const Rule& rule = rule_of(d.top);
     const bool is_allowed = std::find(allowed.begin(), allowed.end(), d.top) != allowed.end();
     if (rule.change == Change::Never) never.push_back(d);
     else if (rule.change == Change::Allowed && !is_allowed) refused.push_back(d);
     else if (rule.change == Change::Allowed)
-      notes.push_back(d.path + " " + d.here + " (the run had " + d.there + "; --allow-change " + d.top + "): " +
-                      rule.effect + ", so the run is not bit-exact with the uninterrupted one");
+      notes.push_back(d.path + " " + d.here + " (the run had " + d.there + "; " +
+                      option_name("TrainOptions::allow_change") + " " + d.top + "): " + rule.effect +
+                      ", so the run is not bit-exact with the uninterrupted one");
     else
       notes.push_back(d.path + " " + d.here + " (the run had " + d.there + "): the same steps as before, to float "
                       "rounding rather than bit for bit");
   }
   if (never.empty() && refused.empty()) return notes;
-  std::string msg = "[train] --resume: this run is not the one recorded in " + ckpt_dir + ": ";
+  std::string msg = "[train] " + option_name("TrainOptions::resume") + ": this run is not the one recorded in " +
+                    ckpt_dir + ": ";
   std::vector<Difference> all = never;
   all.insert(all.end(), refused.begin(), refused.end());
   msg += listed(all, "here", "in the checkpoint") + ".";
   if (!never.empty())
-    msg += " Its model, tokenizer, data, optimizer and seed cannot change: leave --config, --seed and --optimizer "
-           "out to resume with the run's own, pass the --data it was trained on, or start a new run from its weights "
-           "with --init-from " + ckpt_dir + ".";
+    msg += " Its model, tokenizer, data, optimizer and seed cannot change: resume with the run's own model "
+           "configuration, " + option_name("TrainOptions::seed") + " and " + option_name("TrainOptions::optimizer") +
+           ", on the " + option_name("TrainOptions::data_file") + " it was trained on, or start a new run from its "
+           "weights with " + option_name("TrainOptions::init_from") + " " + ckpt_dir + ".";
   if (!refused.empty()) {
     std::string fields;
     for (const Difference& d : refused)
       if (fields.find(d.top) == std::string::npos) fields += (fields.empty() ? "" : ",") + d.top;
-    msg += " Leave those flags out to resume with the run's values (bit-exact), or pass --allow-change " + fields +
+    msg += " Leave those settings at the run's values to resume bit-exactly, or pass " +
+           option_name("TrainOptions::allow_change") + " " + fields +
            " to change them (the run is then not bit-exact with the uninterrupted one).";
   }
   throw CollectiveError(msg);  // every rank reads the same checkpoint and, past the check above, has this identity

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake ninja-build g++ make libgtest-dev libgmock-dev libbenchmark-dev libopenblas-pthread-dev openmpi-bin libopenmpi-dev libcli11-dev)
+packages=(cmake ninja-build g++ make libgtest-dev libgmock-dev libbenchmark-dev libopenblas-pthread-dev openmpi-bin libopenmpi-dev libcli11-dev nlohmann-json3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

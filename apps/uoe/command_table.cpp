@@ -3,6 +3,8 @@
 // and the analysis defaults from AnalysisOptions{}, never retyped.
 #include "commands.h"
 
+#include <map>
+#include <optional>
 #include <string>
 
 #include "analysis/routing_analysis.h"
@@ -204,6 +206,42 @@ std::vector<Flag> graph_flags() {
 }
 
 }  // namespace
+
+std::optional<std::string> flag_of_option(const std::string& field) {
+  static const std::map<std::string, std::string> flags = {
+      {"TrainOptions::steps", "--steps"},
+      {"TrainOptions::batch", "--batch"},
+      {"TrainOptions::seq", "--seq"},
+      {"TrainOptions::grad_accum", "--grad-accum"},
+      {"TrainOptions::lr", "--lr"},
+      {"TrainOptions::min_lr", "--min-lr"},
+      {"TrainOptions::warmup", "--warmup"},
+      {"TrainOptions::weight_decay", "--weight-decay"},
+      {"TrainOptions::clip", "--clip"},
+      {"TrainOptions::optimizer", "--optimizer"},
+      {"TrainOptions::seed", "--seed"},
+      {"TrainOptions::compute_dtype", "--dtype"},
+      {"TrainOptions::param_dtype", "--param-dtype"},
+      {"TrainOptions::zero1", "--zero1"},
+      {"TrainOptions::expert_parallel", "--expert-parallel"},
+      {"TrainOptions::device", "--device"},
+      {"TrainOptions::data_file", "--data"},
+      {"TrainOptions::out_dir", "--out"},
+      {"TrainOptions::out_dir emptied", "uoe train --overwrite"},
+      {"TrainOptions::resume", "--resume"},
+      {"TrainOptions::init_from", "--init-from"},
+      {"TrainOptions::allow_change", "--allow-change"},
+      {"TrainOptions::memory_check = false", "--skip-memory-check"},
+      {"InferenceOptions::batch", "--batch"},
+      {"AnalysisOptions::seq", "--seq"},
+      {"AnalysisOptions::tokens", "--tokens"},
+      {"AnalysisOptions::batch", "--batch"},
+      {"AnalysisOptions::gradient_windows", "--grad-windows"},
+      {"AnalysisOptions::activation_tokens", "--samples"},
+  };
+  const auto it = flags.find(field);
+  return it == flags.end() ? std::nullopt : std::optional(it->second);
+}
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> all = {

@@ -2,6 +2,7 @@
 #pragma once
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,11 @@ struct Command {
   int (*run)(const Args&);
 };
 const std::vector<Command>& commands();
+
+// The flag that sets a library option, for the library's messages (core/option_names.h): "TrainOptions::batch" is
+// --batch, "TrainOptions::memory_check = false" is --skip-memory-check, "TrainOptions::out_dir emptied" is
+// uoe train --overwrite; nullopt for an option no flag sets.
+std::optional<std::string> flag_of_option(const std::string& field);
 
 // Whether `data_path` is a prepared token file (starts with the token file magic).
 bool is_token_file(const std::string& data_path);

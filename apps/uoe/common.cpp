@@ -105,7 +105,7 @@ Device device_flag(const Args& a) {
 void check_inference_memory(const Args& a, const std::string& command, const nn::ModelConfig& c,
                             nn::InferenceOptions o, Device device, double at_least) {
   if (a.flag("skip-memory-check")) return;
-  nn::check_memory(command, device, o.batch, [&](int64_t batch) {
+  nn::check_memory(command, device, "InferenceOptions::batch", o.batch, [&](int64_t batch) {
     o.batch = batch;
     return std::max(nn::estimate_inference_memory(c, o), at_least);
   }, 1, "Pass --skip-memory-check to start anyway");

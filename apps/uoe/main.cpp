@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/option_names.h"
 
 namespace uoe::cli {
 namespace {
@@ -168,6 +169,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a log or pipe in order with stderr's errors
+  uoe::set_option_namer(uoe::cli::flag_of_option);  // the library's messages name our flags, not its fields
   const std::string cmd = argv[1];
   try {
     return uoe::cli::run(cmd, std::vector<std::string>(argv + 2, argv + argc));

@@ -96,7 +96,7 @@ TEST(MpiRun, RanksStartedWithDifferentSettingsAllStopNamingThem) {
   EXPECT_NE(code, 124) << "the ranks hung until the timeout\n" << out;
   EXPECT_LT(seconds, 10) << out;
   for (const char* rank : {"rank 0 of 2: ", "rank 1 of 2: "})
-    EXPECT_NE(out.find(rank + refused + "--steps (3 there, 2 on rank 0). Start every rank with the same flags"),
+    EXPECT_NE(out.find(rank + refused + "--steps (3 there, 2 on rank 0). Start every rank with the same options"),
               std::string::npos) << out;
   // every other setting of the issue at once: each one named, with both values
   out = run_with_rank1_flags(train + "2",

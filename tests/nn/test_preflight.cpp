@@ -7,6 +7,7 @@
 
 #include "core/allocator.h"
 #include "core/memory_limits.h"
+#include "core/option_names.h"
 #include "fixtures.h"
 #include "gradcheck.h"
 #include "nn/checkpoint.h"
@@ -31,6 +32,20 @@ TEST(Preflight, ReadsTheLimitsOfProcAndTheCgroup) {
   for (const MemoryLimit& l : host_memory_limits()) EXPECT_FALSE(l.source.empty());
 }
 
+TEST(Preflight, NamesTheBatchAsTheProgramDoes) {
+  const EstimateAt at = [](int64_t batch) { return double(100 + 10 * batch) * double(1 << 20); };
+  const std::vector<MemoryLimit> limits = {{1000 * double(1 << 20), "ulimit -v", false}};
+  const auto message = [&] { return error_of([&] { check_memory("eval", limits, "Opts::rows", 200, at, 1, "."); }); };
+  expect_has(message(), "at Opts::rows 200 (the memory estimate of uoe info)");  // the library's own name
+  set_option_namer([](const std::string& field) -> std::optional<std::string> {
+    return field == "Opts::rows" ? std::optional<std::string>("--rows") : std::nullopt;
+  });
+  const std::string named = message();
+  set_option_namer(nullptr);
+  expect_has(named, "at --rows 200 (the memory estimate of uoe info) but 1000 MiB is available (ulimit -v): --rows 80 "
+                    "fits with a tenth to spare");
+}
+
 TEST(Preflight, RefusesWithTheEstimateTheLimitAndTheLargestBatchThatFits) {
   int estimates = 0;  // the search for a batch that fits asks the estimate a few times, not once per batch size
   const EstimateAt at = [&estimates](int64_t batch) {
@@ -39,19 +54,22 @@ TEST(Preflight, RefusesWithTheEstimateTheLimitAndTheLargestBatchThatFits) {
   };
   const std::vector<MemoryLimit> limits = {{1000 * kMiB, "MemAvailable of /proc/meminfo", true},
                                            {5000 * kMiB, "ulimit -v", false}};
-  check_memory("eval", limits, 80, at, 1, "skip");  // 900 MiB: fits
+  check_memory("eval", limits, "InferenceOptions::batch", 80, at, 1, "skip");  // 900 MiB: fits
   estimates = 0;
-  std::string msg = error_of([&] { check_memory("eval", limits, 200, at, 1, "Pass --skip-memory-check."); });
+  std::string msg = error_of([&] { check_memory("eval", limits, "InferenceOptions::batch", 200, at, 1, "skip it."); });
   EXPECT_LE(estimates, 20);
   // the largest batch within 90% of the room: 100 + 10 b <= 900
-  expect_has(msg, "[eval] this run needs about 2.1 GiB per process at --batch 200 (the memory estimate of uoe info) "
-                  "but 1000 MiB is available (MemAvailable of /proc/meminfo): --batch 80 fits with a tenth to spare "
-                  "(900 MiB). Pass --skip-memory-check.");
+  expect_has(msg, "[eval] this run needs about 2.1 GiB per process at InferenceOptions::batch 200 (the memory "
+                  "estimate of uoe info) but 1000 MiB is available (MemAvailable of /proc/meminfo): "
+                  "InferenceOptions::batch 80 fits with a tenth to spare (900 MiB). skip it.");
   // two ranks on the machine share MemAvailable (450 MiB each), not a process's own ulimit -v
-  msg = error_of([&] { check_memory("train", limits, 200, at, 2, "skip"); });
+  msg = error_of([&] { check_memory("train", limits, "TrainOptions::batch", 200, at, 2, "skip"); });
   expect_has(msg, "but 500 MiB is available to each of the 2 ranks on this machine (MemAvailable of /proc/meminfo): "
-                  "--batch 35 fits with a tenth to spare (450 MiB)");
-  msg = error_of([&] { check_memory("sample", {{50 * kMiB, "the free memory of cuda:0", false}}, 1, at, 1, "skip"); });
+                  "TrainOptions::batch 35 fits with a tenth to spare (450 MiB)");
+  msg = error_of([&] {
+    check_memory("sample", {{50 * kMiB, "the free memory of cuda:0", false}}, "InferenceOptions::batch", 1, at, 1,
+                 "skip");
+  });
   expect_has(msg, "but 50 MiB is available (the free memory of cuda:0): even a batch of 1 needs 110 MiB");
 }
 

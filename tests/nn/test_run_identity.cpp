@@ -1,7 +1,8 @@
 // Run identity on resume (issue 18, F8): a resumed run that differs from its checkpoint's in a setting is refused,
-// naming each field with both values, unless --allow-change names it; the model, data and seed never change; a
-// checkpoint from before identities were recorded still resumes; `uoe train --resume` takes the settings it is
-// not given from the run.
+// naming each field with both values, unless TrainOptions::allow_change (the CLI: --allow-change) names it; the
+// model, data and seed never change; a checkpoint from before identities were recorded still resumes; `uoe train
+// --resume` takes the settings it is not given from the run. The library's messages name its fields, the program's
+// its flags.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -32,10 +33,13 @@ TEST(RunIdentity, AResumeThatChangesASettingIsRefusedUnlessAllowed) {
   o.resume = true;
   o.batch = 2;
   const std::string msg = error_of([&] { train(test::micro_config(FfnKind::UoE), o, *data, *tok); });
-  expect_has(msg, "[train] --resume: this run is not the one recorded in " + dir + "/run/checkpoint: --steps (3 here, "
-                  "2 in the checkpoint), --batch (2 here, 4 in the checkpoint).");
-  expect_has(msg, "Leave those flags out to resume with the run's values (bit-exact), or pass --allow-change "
-                  "steps,batch to change them");
+  // The library names its own fields (the uoe program names its flags: below).
+  expect_has(msg, "[train] TrainOptions::resume: this run is not the one recorded in " + dir + "/run/checkpoint: "
+                  "TrainOptions::steps (3 here, 2 in the checkpoint), TrainOptions::batch (2 here, 4 in the "
+                  "checkpoint).");
+  expect_has(msg, "Leave those settings at the run's values to resume bit-exactly, or pass "
+                  "TrainOptions::allow_change steps,batch to change them");
+  EXPECT_EQ(msg.find("--"), std::string::npos) << msg;
   EXPECT_EQ(recorded_run(dir + "/run").at("steps").as_int(), 2) << "the refused resume saved nothing";
   o.allow_change = {"steps", "batch"};
   EXPECT_EQ(train(test::micro_config(FfnKind::UoE), o, *data, *tok).steps, 3);
@@ -55,7 +59,7 @@ TEST(RunIdentity, TheModelDataAndSeedNeverChangeOnResume) {
   std::string msg = error_of([&] { train(other, o, *data, *tok); });
   expect_has(msg, "this run is not the one recorded in " + dir + "/run/checkpoint: model.ffn.top_k (1 here, 2 in "
                   "the checkpoint).");
-  expect_has(msg, "or start a new run from its weights with --init-from " + dir + "/run/checkpoint");
+  expect_has(msg, "or start a new run from its weights with TrainOptions::init_from " + dir + "/run/checkpoint");
   // other tokens: the same count, other ids
   std::vector<int32_t> ids;
   for (int64_t i = 0; i < data->file().size(); ++i) ids.push_back(int32_t((data->file()[i] + 1) % 256));
@@ -65,11 +69,14 @@ TEST(RunIdentity, TheModelDataAndSeedNeverChangeOnResume) {
   expect_has(msg, "this run is not the one recorded in " + dir + "/run/checkpoint: data.hash (\"");
   o.seed = 5;
   msg = error_of([&] { train(test::micro_config(FfnKind::UoE), o, *data, *tok); });
-  expect_has(msg, "--seed (5 here, 0 in the checkpoint)");
+  expect_has(msg, "TrainOptions::seed (5 here, 0 in the checkpoint)");
+  expect_has(msg, "resume with the run's own model configuration, TrainOptions::seed and TrainOptions::optimizer, on "
+                  "the TrainOptions::data_file it was trained on, or start a new run from its weights with "
+                  "TrainOptions::init_from " + dir + "/run/checkpoint.");
   o.allow_change = {"seed"};
   msg = error_of([&] { train(test::micro_config(FfnKind::UoE), o, *data, *tok); });
-  expect_has(msg, "--allow-change seed: not a setting that may change on resume (those are steps, batch, seq, "
-                  "grad-accum, lr, min-lr, warmup,");
+  expect_has(msg, "TrainOptions::allow_change seed: not a setting that may change on resume (those are steps, "
+                  "batch, seq, grad-accum, lr, min-lr, warmup,");
 }
 
 TEST(RunIdentity, ACheckpointWithoutARunIdentityStillResumes) {
@@ -87,7 +94,7 @@ TEST(RunIdentity, ACheckpointWithoutARunIdentityStillResumes) {
   o.resume = true;
   o.seed = 3;  // what such a checkpoint records is still checked
   expect_has(error_of([&] { train(test::micro_config(FfnKind::Dense), o, *data, *tok); }),
-             "--seed (3 here, 0 in the checkpoint)");
+             "TrainOptions::seed (3 here, 0 in the checkpoint)");
   o.seed = 0;
   o.steps = 3;
   o.allow_change = {"steps"};
@@ -108,7 +115,7 @@ TEST(RunIdentity, ARestartTakesTheRunsSettingsAndRefusesOthers) {
   out = test::run_command(train + "--resume --steps 3 --allow-change steps", &code);  // nothing else repeated
   ASSERT_EQ(code, 0) << out;
   expect_has(out, "[train] resuming with --steps 3 (the run had 2; --allow-change steps): the cosine schedule now "
-                  "spans the new --steps");
+                  "spans the new number of steps");
   const json::Value run = recorded_run(dir + "/run");
   EXPECT_EQ(run.at("lr").as_double(), 2e-3);
   EXPECT_EQ(run.at("batch").as_int(), 2);
