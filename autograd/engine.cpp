@@ -1,7 +1,6 @@
 // Engine: dependency counting from the roots, then nodes run latest-first as their inputs complete.
 #include "autograd/engine.h"
 
-#include <cmath>
 #include <queue>
 #include <unordered_map>
 
@@ -11,21 +10,14 @@
 namespace uoe::autograd {
 namespace {
 
-bool all_finite(const Tensor& t) {
-  if (!is_floating(t.dtype())) return true;
-  const std::vector<double> v = t.to(DType::Float64).to_vector<double>();
-  for (double x : v)
-    if (!std::isfinite(x)) return false;
-  return true;
-}
-
 struct LaterFirst {
   bool operator()(const Node* a, const Node* b) const { return a->seq < b->seq; }
 };
 
 }  // namespace
 
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
+              const GradientMath& math) {
   UOE_CHECK(roots.size() == grads.size(), "[backward] ", roots.size(), " roots but ", grads.size(), " grads");
   NoGradGuard no_grad;  // backward formulas record no graph
   std::unordered_map<Node*, Tensor> buffer;
@@ -40,7 +32,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     if (!g.defined()) {
       UOE_CHECK(root.numel() == 1, "[backward] grad can be omitted only for a scalar output, got shape ",
                 shape_str(root.shape()), "; pass a gradient of that shape");
-      g = ones(root.shape(), TensorOptions{}.with_dtype(root.dtype()).with_device(root.device()));
+      g = math.full(root.shape(), 1.0, TensorOptions{}.with_dtype(root.dtype()).with_device(root.device()));
     }
     UOE_CHECK(g.shape() == root.shape() && g.dtype() == root.dtype() && g.device() == root.device(),
               "[backward] the gradient ", dtype_name(g.dtype()), shape_str(g.shape()), " on ", g.device().str(),
@@ -48,7 +40,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
               root.device().str(), " (same shape, dtype and device expected)");
     std::shared_ptr<Node> n = gradient_edge(root);
     Tensor& slot = buffer[n.get()];
-    slot = slot.defined() ? slot + g : g;
+    slot = slot.defined() ? math.add(slot, g) : g;
     starts.push_back(n);
   }
 
@@ -79,13 +71,18 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     Tensor grad = buffer[node];
     buffer.erase(node);
     if (!grad.defined())
-      grad = zeros(node->out_shape, TensorOptions{}.with_dtype(node->out_dtype).with_device(node->out_device));
+      grad = math.full(node->out_shape, 0.0,
+                       TensorOptions{}.with_dtype(node->out_dtype).with_device(node->out_device));
     for (const GradHook& hook : node->pre_hooks) {
       Tensor r = hook(grad);
       if (r.defined()) grad = r;
     }
     std::vector<Tensor> in_grads = node->apply(grad);
     if (!retain_graph) node->release_saved();
+    if (auto* leaf = dynamic_cast<AccumulateGrad*>(node)) {
+      leaf->accumulate(in_grads.at(0), math);
+      continue;
+    }
     UOE_CHECK(in_grads.empty() || in_grads.size() == node->next.size(), "[backward] ", node->name(),
               " returned ", in_grads.size(), " gradients for ", node->next.size(), " inputs");
     for (size_t i = 0; i < node->next.size(); ++i) {
@@ -96,10 +93,10 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
         UOE_CHECK(g.shape() == child->out_shape, "[backward] ", node->name(), " produced a gradient of shape ",
                   shape_str(g.shape()), " for input ", i, " of shape ", shape_str(child->out_shape));
         if (anomaly_enabled())
-          UOE_CHECK(all_finite(g), "[anomaly] the backward of '", node->name(),
+          UOE_CHECK(math.all_finite(g), "[anomaly] the backward of '", node->name(),
                     "' produced NaN or Inf in the gradient of its input ", i, " (shape ", shape_str(g.shape()), ")");
         Tensor& slot = buffer[child];
-        slot = slot.defined() ? slot + g : g;
+        slot = slot.defined() ? math.add(slot, g) : g;
       }
       if (--deps[child] == 0) ready.push(child);
     }

@@ -62,15 +62,18 @@ void Node::release_saved() {
 }
 
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad) {
-  Tensor leaf(leaf_);
   Tensor g = grad;
   for (const GradHook& hook : leaf_->autograd.leaf_hooks) {
     Tensor r = hook(g);
     if (r.defined()) g = r;
   }
-  Tensor old = leaf.grad();
-  leaf.set_grad(old.defined() ? old + g : g.clone());
-  return {};
+  return {g};
+}
+
+void AccumulateGrad::accumulate(const Tensor& g, const GradientMath& math) {
+  Tensor leaf(leaf_);
+  const Tensor old = leaf.grad();
+  leaf.set_grad(old.defined() ? math.add(old, g) : math.clone(g));
 }
 
 std::shared_ptr<Node> gradient_edge(const Tensor& t) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "autograd/gradient_math.h"
 #include "core/tensor.h"
 
 namespace uoe::autograd {
@@ -46,12 +47,15 @@ class Node : public std::enable_shared_from_this<Node> {
   bool released_ = false;
 };
 
-// Leaf node: accumulates the incoming gradient into the leaf tensor's .grad.
+// Leaf node: the incoming gradient, after the leaf's hooks, goes into the leaf tensor's .grad.
 class AccumulateGrad final : public Node {
  public:
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
   std::string name() const override { return "AccumulateGrad"; }
+  // Runs the leaf's hooks: the one result is the gradient for the leaf itself, which the engine then accumulates.
   std::vector<Tensor> apply(const Tensor& grad) override;
+  // .grad := .grad + g, or a copy of g when it is the first, with the op layer's arithmetic.
+  void accumulate(const Tensor& g, const GradientMath& math);
 
  private:
   std::shared_ptr<TensorImpl> leaf_;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/collective_checks.h"
+#include "core/device_copy.h"
 
 namespace uoe {
 namespace {
@@ -16,10 +17,14 @@ class CompletedWork final : public Work {
   bool test() override { return true; }
 };
 
-// dst = src without autograd bookkeeping (collectives write data, not graph).
-void copy_data(const Tensor& dst, const Tensor& src) {
+// dst = src, both contiguous of one dtype and device (checked by the collective), without autograd bookkeeping:
+// collectives write data, not graph.
+void copy_data(const Communicator& c, const char* op, const Tensor& dst, const Tensor& src) {
   if (dst.raw_data() == src.raw_data()) return;  // an in-place collective
-  dst.detach().copy_(src.detach());
+  UOE_CHECK(dst.numel() == src.numel(), collective::where(c, op), "the input ", shape_str(src.shape()),
+            " and the output ", shape_str(dst.shape()), " of a one-rank collective must hold as many elements");
+  copy_across_devices(dst.raw_data(), dst.device(), src.raw_data(), src.device(), size_t(src.numel()) * src.itemsize());
+  dst.bump_version();
 }
 
 }  // namespace
@@ -33,18 +38,18 @@ std::unique_ptr<Work> LocalCommunicator::all_reduce_async(const Tensor& t, Reduc
 
 void LocalCommunicator::reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp) {
   collective::check_reduce_scatter(*this, input, output);
-  copy_data(output, input);
+  copy_data(*this, "reduce_scatter", output, input);
 }
 
 void LocalCommunicator::all_gather(const Tensor& input, const Tensor& output, const std::vector<int64_t>& rows) {
   collective::gather_rows(*this, input, output, rows);
-  copy_data(output, input);
+  copy_data(*this, "all_gather", output, input);
 }
 
 void LocalCommunicator::all_to_all(const Tensor& input, const std::vector<int64_t>& send_rows, const Tensor& output,
                                    const std::vector<int64_t>& recv_rows) {
   collective::check_all_to_all(*this, input, send_rows, output, recv_rows);
-  copy_data(output, input);
+  copy_data(*this, "all_to_all", output, input);
 }
 
 void LocalCommunicator::broadcast(const Tensor& t, int root) {

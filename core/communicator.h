@@ -108,8 +108,11 @@ class CollectiveError : public Error {
 // exception propagates.
 int run_or_abort(Communicator& comm, const std::string& what, const std::function<int()>& body);
 
-// Backends behind world(), each compiled only when its library was found (UOE_WITH_MPI, UOE_WITH_NCCL).
+// The MPI backend behind world(), compiled only when MPI was found (UOE_WITH_MPI).
 std::unique_ptr<Communicator> make_mpi_communicator();  // MPI_COMM_WORLD; initialises MPI
-std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, int device);  // id sent over bootstrap
+// How world() makes its communicator for the CUDA tensors of `device`, its id sent over `bootstrap`: installed at
+// start-up by the CUDA backend of a build with NCCL (cuda/nccl_communicator.h), as it installs its allocator.
+using GpuCommunicatorMaker = std::unique_ptr<Communicator> (*)(Communicator& bootstrap, int device);
+void register_gpu_communicator(GpuCommunicatorMaker make);
 
 }  // namespace uoe

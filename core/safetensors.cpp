@@ -17,6 +17,7 @@
 #include <system_error>
 
 #include "core/atomic_file.h"
+#include "core/device_copy.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "core/storage.h"
@@ -320,9 +321,7 @@ void write_file(const DeferredTensors& tensors, const Layout& l, const ByteSink&
   sink(prefix, 8);
   sink(l.header.data(), l.header.size());
   for (size_t i : l.order) {
-    Tensor t = produce(tensors[i]);
-    if (!t.is_cpu()) t = t.to(Device::cpu());
-    t = t.contiguous();
+    const Tensor t = host_contiguous(produce(tensors[i]));
     if (t.numel()) sink(t.raw_data(), size_t(nbytes_of(t)));
   }
 }

@@ -8,16 +8,19 @@ namespace uoe {
 
 std::vector<std::string> all_gather_strings(Communicator& comm, const std::string& mine) {
   const auto n = size_t(comm.size());
-  std::vector<int64_t> own_length(n, 0);
-  own_length[size_t(comm.rank())] = int64_t(mine.size());
-  const Tensor lengths = from_vector(own_length, {int64_t(n)});
+  const TensorOptions int64 = TensorOptions{}.with_dtype(DType::Int64);
+  // CPU tensors written and read through their pointers: core has no ops (from_vector, zeros, to_vector).
+  const Tensor lengths = empty({int64_t(n)}, int64);
+  int64_t* length = lengths.data_ptr<int64_t>();
+  std::fill(length, length + n, 0);
+  length[comm.rank()] = int64_t(mine.size());
   comm.all_reduce(lengths);  // the same shape on every rank, whatever the strings
-  const std::vector<int64_t> length = lengths.to_vector<int64_t>();
   // int64 words (a dtype every backend moves); at least one, so that no rank sends an empty row
-  const int64_t words = std::max<int64_t>(1, (*std::max_element(length.begin(), length.end()) + 7) / 8);
-  const Tensor row = zeros({1, words}, TensorOptions{}.with_dtype(DType::Int64));
+  const int64_t words = std::max<int64_t>(1, (*std::max_element(length, length + n) + 7) / 8);
+  const Tensor row = empty({1, words}, int64);
+  std::memset(row.raw_data(), 0, size_t(words) * 8);
   std::memcpy(row.data_ptr<int64_t>(), mine.data(), mine.size());
-  const Tensor rows = empty({int64_t(n), words}, TensorOptions{}.with_dtype(DType::Int64));
+  const Tensor rows = empty({int64_t(n), words}, int64);
   comm.all_gather(row, rows);
   std::vector<std::string> out(n);
   const auto* bytes = reinterpret_cast<const char*>(rows.data_ptr<int64_t>());

@@ -1,4 +1,4 @@
-// Tensor metadata and autograd state (the backward entry and hooks are defined in autograd/tensor_autograd.cpp).
+// Tensor metadata and autograd state (the backward entry and hooks are the op layer's: ops/tensor_autograd.cpp).
 #include "core/tensor.h"
 
 #include "core/error.h"

@@ -1,13 +1,14 @@
 // Tensor: a cheap value handle to shape, strides, offset, dtype and shared Storage, plus autograd metadata.
 //
-// Where its methods live (library targets of CMakeLists.txt): metadata, data access and autograd *state* are core's
-// (core/tensor.cpp); backward(), register_hook() and retain_grad() are the autograd layer's
-// (autograd/tensor_autograd.cpp); the views, copies and conversions, printing, in-place ops, arithmetic operators
-// and the factories that fill values (all but empty) are an ops-level facade, declared here so that every
-// layer can write t.to(...) and defined in uoe_ops (ops/views.cpp, copy.cpp, inplace.cpp, binary.cpp,
-// tensor_print.cpp, factories.cpp). Code below the op layer that calls the facade reaches up at link time; what
-// still does (conversion in core's I/O and collectives, gradient accumulation in autograd) is bundled into the one
-// `uoe` archive and is the rest of issue 19.
+// Where its methods live (the library targets of CMakeLists.txt): metadata, data access, autograd *state*, detach()
+// and empty() are core's (core/tensor.cpp, factories.cpp). The rest is an op-level facade, declared here so that the
+// code above core writes t.to(...) or a + b, and defined in uoe_ops: the views, copies and conversions, item() and
+// to_vector(), printing, in-place ops, arithmetic operators and the factories that fill values (ops/views.cpp,
+// copy.cpp, tensor_convert.cpp, tensor_print.cpp, inplace.cpp, binary.cpp, factories.cpp), and backward(),
+// register_hook() and retain_grad(), which hand the autograd engine the ops' arithmetic (ops/tensor_autograd.cpp).
+// No lower layer calls up into the facade: core copies bytes across devices itself (core/device_copy.h), the engine
+// gets its arithmetic as an argument (autograd/gradient_math.h), and the build links every layer without the ones
+// above it (the <layer>_floor_link programs of CMakeLists.txt, ctest floors.link).
 #pragma once
 #include <cstdint>
 #include <functional>

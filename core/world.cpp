@@ -10,6 +10,8 @@
 namespace uoe {
 namespace {
 
+GpuCommunicatorMaker g_make_gpu_communicator = nullptr;  // the CUDA backend's NCCL communicator, when built with it
+
 // The launcher's variable that marks this process as one rank of a parallel run, or null: OpenMPI's mpirun,
 // PMI launchers (MPICH's hydra, Slurm's srun --mpi=pmi2) and PMIx launchers (srun --mpi=pmix, prterun).
 const char* launcher_variable() {
@@ -54,18 +56,15 @@ class WorldCommunicator final : public Communicator {
  private:
   Communicator& on(const Tensor& t, const char* op) {
     if (!t.defined() || t.is_cpu()) return *host_;
-#if UOE_WITH_NCCL
     if (!gpu_) {
-      gpu_ = make_nccl_communicator(*host_, t.device().index);
+      UOE_CHECK(g_make_gpu_communicator, collective::where(*this, op), "the tensor is on ", t.device().str(),
+                " but this build has no NCCL (configure with CUDA and NCCL found, or keep the tensors on the CPU)");
+      gpu_ = g_make_gpu_communicator(*host_, t.device().index);
       gpu_device_ = t.device().index;
     }
     UOE_CHECK(t.device().index == gpu_device_, collective::where(*this, op), "the tensor is on ", t.device().str(),
               " but this rank's NCCL communicator is on cuda:", gpu_device_, " (one GPU per rank)");
     return *gpu_;
-#else
-    fail(collective::where(*this, op), "the tensor is on ", t.device().str(),
-         " but this build has no NCCL (configure with CUDA and NCCL found, or keep the tensors on the CPU)");
-#endif
   }
 
   std::unique_ptr<Communicator> host_;
@@ -88,6 +87,8 @@ std::unique_ptr<Communicator> make_world() {
 }
 
 }  // namespace
+
+void register_gpu_communicator(GpuCommunicatorMaker make) { g_make_gpu_communicator = make; }
 
 Communicator& world() {
   static const std::unique_ptr<Communicator> w = make_world();

@@ -10,6 +10,8 @@
 
 #include "core/collective_checks.h"
 #include "core/collective_watchdog.h"
+#include "cuda/nccl_communicator.h"
+
 #include "core/communicator.h"
 #include "cuda/caching_allocator.h"
 #include "cuda/check.h"

@@ -7,17 +7,21 @@
 #include "core/allocator.h"
 #include "core/device_scope.h"
 #include "core/error.h"
+#include "core/communicator.h"
+#include "core/device_copy.h"
 #include "cuda/caching_allocator.h"
 #include "cuda/check.h"
 #include "cuda/cuda_api.h"
+#include "cuda/nccl_communicator.h"
 #include "cuda/stream.h"
 #include "ops/kernels/copy.h"
 
 namespace uoe::cuda {
 namespace {
 
-// Installs the caching device allocator and the device switch (core/device_scope.h) when the library loads, if a
-// GPU is visible.
+// Installs what core reaches devices through when the library loads, if a GPU is visible: the caching device
+// allocator, the device switch (core/device_scope.h), the device copy (core/device_copy.h) and, built with NCCL,
+// world()'s communicator for CUDA tensors (core/communicator.h).
 const bool g_registered = [] {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
@@ -26,6 +30,10 @@ const bool g_registered = [] {
   }
   register_cuda_allocator(&caching_allocator());
   register_cuda_device_switch({enter_device, leave_device});
+  register_cuda_copy(copy_bytes);
+#if UOE_WITH_NCCL
+  register_gpu_communicator(make_nccl_communicator);
+#endif
   return true;
 }();
 

@@ -1,10 +1,10 @@
 // Activation checkpointing: a packed no-grad forward, recomputed with grad in backward.
 #include "nn/activation_checkpoint.h"
 
-#include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "core/error.h"
+#include "ops/backward.h"
 #include "ops/ops.h"
 
 namespace uoe::nn {
@@ -46,7 +46,7 @@ struct CheckpointBackward final : autograd::Node {
         offset += n;
       }
     }
-    if (!roots.empty()) autograd::backward(roots, grads, false);
+    if (!roots.empty()) ops::backward(roots, grads);
     return {x.grad().defined() ? x.grad() : zeros_like(x)};
   }
 };

@@ -5,6 +5,7 @@
 
 #include "core/communicator.h"
 #include "cuda/cuda_api.h"
+#include "cuda/nccl_communicator.h"
 #include "ops/ops.h"
 
 namespace uoe {

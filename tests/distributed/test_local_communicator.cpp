@@ -23,8 +23,10 @@ TEST(LocalCommunicator, CollectivesCopyOrKeepTheirInput) {
   c.barrier();
   EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 2, 3}));
   const Tensor out = zeros({3});
+  const uint64_t version = out.version();
   c.reduce_scatter(t, out);
   EXPECT_EQ(out.to_vector<float>(), t.to_vector<float>());
+  EXPECT_GT(out.version(), version);  // written in place, as autograd's saved-tensor check must see
   const Tensor gathered = zeros({3, 2});
   c.all_gather(full({3, 2}, 5.0), gathered, {3});
   EXPECT_EQ(gathered.to_vector<float>(), std::vector<float>(6, 5.0f));
@@ -50,6 +52,19 @@ TEST(LocalCommunicator, BadArgumentsNameTheOpAndTheRank) {
   EXPECT_THROW(c.reduce_scatter(zeros({4}), zeros({2})), Error);
   EXPECT_THROW(c.all_to_all(zeros({3, 2}), {2}, zeros({3, 2}), {3}), Error);
   EXPECT_THROW(c.all_to_all(zeros({3, 2}), {3}, zeros({3, 3}), {3}), Error);
+  EXPECT_THROW(
+      {
+        try {
+          c.all_to_all(zeros({2, 2}), {2}, zeros({3, 2}), {3});
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("[all_to_all] rank 0 of 1: the input [2, 2] and the output [3, 2] of a "
+                                               "one-rank collective must hold as many elements"),
+                    std::string::npos)
+              << e.what();
+          throw;
+        }
+      },
+      Error);
   EXPECT_THROW(c.all_gather(zeros({2}), zeros({2}, TensorOptions{}.with_dtype(DType::Float64))), Error);
   EXPECT_THROW(c.broadcast(zeros({2}), 1), Error);
   EXPECT_THROW(c.all_reduce(zeros({3, 3}).mT()), Error);
