@@ -1,40 +1,17 @@
 // CPU fused attention kernels: tiled online-softmax forward/backward, OpenMP-parallel, deterministic, ISA-dispatched.
 #include "ops/kernels/attention.h"
 
-#include <omp.h>
-
-#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <limits>
-#include <memory>
-#include <new>
 #include <vector>
 
-#include "core/error.h"
+#include "ops/cpu/attention_tasks.h"
 #include "ops/cpu/attention_tiles.h"
 
 namespace uoe::cpu {
 namespace {
-
-// Tile sizes: a thread holds score tiles of kBq query rows × kBk key rows (never the full T×T matrix).
-constexpr int kBq = 64;
-constexpr int kBk = 64;
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// ---------------------------------------------------------------------------------------------------------
-// Problem description shared by the tasks of one call.
-template <typename T>
-struct Ctx {
-  int64_t B, H, Hkv, len, Dh, G, nqb, nkb;  // len = sequence length T; G = H / Hkv q heads per kv head
-  T scale;
-  bool causal;
-  const T *q, *k, *v, *lse_in, *dout, *dsum;
-  AttnStrides qs, ks, vs, os, dos, dqs, dks, dvs;
-  T *out, *lse_out, *dq, *dk, *dv;
-};
 
 // Workspace elements per thread (upper bound for every task kind and ISA).
 size_t workspace_elems(int64_t Dh) {
@@ -328,38 +305,11 @@ auto select_task() {
   return &task_v1<T>;
 }
 
-// Runs tasks 0..ntask-1 over the OpenMP team; each task writes disjoint outputs and its arithmetic does not
-// depend on the thread that runs it, so the result is independent of the thread count and the schedule.
 template <typename T>
 void run_tasks(Kind kind, const Ctx<T>& c, int64_t ntask) {
   const auto fn = select_task<T>();
-  const size_t nws = workspace_elems(c.Dh);
-  const int nthreads = ntask > 1 ? omp_get_max_threads() : 1;
-  struct Free {
-    void operator()(T* p) const { ::operator delete(p, std::align_val_t{64}); }
-  };
-  // One workspace per thread, allocated here so that a failed allocation throws to the caller.
-  const std::unique_ptr<T, Free> ws(
-      static_cast<T*>(::operator new(sizeof(T) * nws * size_t(nthreads), std::align_val_t{64})));
-#pragma omp parallel num_threads(nthreads) if (nthreads > 1)
-  {
-    T* mine = ws.get() + nws * size_t(omp_get_thread_num());
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t t = 0; t < ntask; ++t) fn(kind, c, t, mine);
-  }
-}
-
-template <typename T>
-Ctx<T> make_ctx(const AttnShape& s) {
-  UOE_CHECK(s.B >= 0 && s.T >= 0 && s.Dh >= 0 && s.H > 0 && s.Hkv > 0, "attention: bad shape B=", s.B, " H=", s.H,
-            " Hkv=", s.Hkv, " T=", s.T, " Dh=", s.Dh);
-  UOE_CHECK(s.H % s.Hkv == 0, "attention: H=", s.H, " is not a multiple of Hkv=", s.Hkv);
-  UOE_CHECK(s.Dh <= (int64_t(1) << 20), "attention: head dim ", s.Dh, " too large");
-  Ctx<T> c{};
-  c.B = s.B, c.H = s.H, c.Hkv = s.Hkv, c.len = s.T, c.Dh = s.Dh, c.G = s.H / s.Hkv;
-  c.nqb = ceil_div(s.T, kBq), c.nkb = ceil_div(s.T, kBk);
-  c.scale = T(s.scale), c.causal = s.causal;
-  return c;
+  run_parallel(ntask, sizeof(T) * workspace_elems(c.Dh),
+               [&](int64_t t, std::byte* ws) { fn(kind, c, t, reinterpret_cast<T*>(ws)); });
 }
 
 }  // namespace
@@ -374,10 +324,7 @@ void attention_forward(const AttnShape& s, const T* q, AttnStrides qs, const T* 
                        AttnStrides vs, T* out, AttnStrides os, T* lse) {
   Ctx<T> c = make_ctx<T>(s);
   if (s.B == 0 || s.T == 0) return;
-  if (s.Dh == 0) {  // empty head dim: all scores are 0, lse = log(number of visible keys)
-    for (int64_t r = 0; r < s.B * s.H * s.T; ++r) lse[r] = std::log(T(s.causal ? r % s.T + 1 : s.T));
-    return;
-  }
+  if (s.Dh == 0) return lse_of_empty_heads(s, lse);
   c.q = q, c.k = k, c.v = v, c.qs = qs, c.ks = ks, c.vs = vs, c.out = out, c.os = os, c.lse_out = lse;
   run_tasks(Kind::fwd, c, c.B * c.H * c.nqb);
 }
@@ -391,19 +338,7 @@ void attention_backward(const AttnShape& s, const T* q, AttnStrides qs, const T*
   c.q = q, c.k = k, c.v = v, c.lse_in = lse, c.dout = dout;
   c.qs = qs, c.ks = ks, c.vs = vs, c.os = os, c.dos = dos, c.dqs = dqs, c.dks = dks, c.dvs = dvs;
   c.dq = dq, c.dk = dk, c.dv = dv;
-  // D[b,h,t] = rowsum(dout ⊙ out), contiguous [B,H,T]; one thread per row, fixed summation order.
-  std::vector<T> dsum(size_t(c.B * c.H * c.len));
-  const int64_t rows = c.B * c.H * c.len;
-#pragma omp parallel for schedule(static) if (rows > 256)
-  for (int64_t r = 0; r < rows; ++r) {  // r = (b·H + h)·T + t
-    const int64_t t = r % c.len, bh = r / c.len, b = bh / c.H, h = bh % c.H;
-    const T* o = out + b * os.batch + h * os.head + t * os.time;
-    const T* g = dout + b * dos.batch + h * dos.head + t * dos.time;
-    T acc = 0;
-#pragma omp simd reduction(+ : acc)
-    for (int64_t d = 0; d < c.Dh; ++d) acc += o[d] * g[d];
-    dsum[size_t(r)] = acc;
-  }
+  const std::vector<T> dsum = dout_out_row_sums(c, out, os, dout, dos);
   c.dsum = dsum.data();
   run_tasks(Kind::bwd_kv, c, c.B * c.Hkv * c.nkb);
   run_tasks(Kind::bwd_q, c, c.B * c.H * c.nqb);
