@@ -56,8 +56,9 @@ void from_f32(const std::vector<float>& x, BFloat16* y, AttnStrides s, int64_t B
 
 void count_f32_route() {
   slow_paths::count("attention_bf16_cpu.f32_route",
-                    "scaled_dot_product_attention on bfloat16 CPU tensors without AVX512-BF16 (or with UOE_PIN_ISA=f32): "
-                    "q, k, v (and out, dout) are converted to float32 and back around the float32 kernels");
+                    "scaled_dot_product_attention on bfloat16 CPU tensors without AVX512-BF16 (or with "
+                    "UOE_PIN_ISA=f32): q, k, v (and out, dout) are converted to float32 and back around the float32 "
+                    "kernels");
 }
 
 #if UOE_ATTN_X86

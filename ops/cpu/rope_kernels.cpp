@@ -1,4 +1,5 @@
 // CPU RoPE: pairs (i, i + Dh/2) of position p rotate by p * base^(-2i/Dh); the angle table is built once per call.
+// bfloat16 x is rotated in float32 registers (a float32 table) and rounded once.
 #include "ops/kernels/rope.h"
 
 #include <omp.h>
@@ -11,15 +12,23 @@
 namespace uoe::cpu {
 namespace {
 
-// y[i] = x[i] cos - x[i+h] sin ; y[i+h] = x[i] sin + x[i+h] cos, for i < h = Dh/2
-template <typename T>
-UOE_SIMD void rotate(const T* x, T* y, const T* cs, const T* sn, int64_t h) {
+// y[i] = x[i] cos - x[i+h] sin ; y[i+h] = x[i] sin + x[i+h] cos, for i < h = Dh/2, in the table's type C
+template <typename S, typename C>
+UOE_SIMD void rotate(const S* x, S* y, const C* cs, const C* sn, int64_t h) {
 #pragma omp simd
   for (int64_t i = 0; i < h; ++i) {
-    const T a = x[i], b = x[i + h];
-    y[i] = a * cs[i] - b * sn[i];
-    y[i + h] = a * sn[i] + b * cs[i];
+    const C a = C(x[i]), b = C(x[i + h]);
+    y[i] = S(a * cs[i] - b * sn[i]);
+    y[i + h] = S(a * sn[i] + b * cs[i]);
   }
+}
+
+// Calls f(TypeTag<S>, TypeTag<C>): the storage type S (float, double, BFloat16) and its compute type C (float for
+// BFloat16).
+template <typename F>
+void dispatch_rope(DType dt, F&& f) {
+  if (dt == DType::BFloat16) return f(TypeTag<BFloat16>{}, TypeTag<float>{});
+  dispatch_float(dt, "rope", [&](auto tag) { f(tag, tag); });
 }
 
 }  // namespace
@@ -27,15 +36,16 @@ UOE_SIMD void rotate(const T* x, T* y, const T* cs, const T* sn, int64_t h) {
 Tensor rope(const Tensor& x, double base, int64_t pos_offset, bool inverse) {
   const int64_t B = x.size(0), T = x.size(1), H = x.size(2), Dh = x.size(3), h = Dh / 2;
   Tensor y = empty(x.shape(), TensorOptions{}.with_dtype(x.dtype()).with_device(x.device()));
-  dispatch_float(x.dtype(), "rope", [&](auto tag) {
-    using S = typename decltype(tag)::type;
+  dispatch_rope(x.dtype(), [&](auto s_tag, auto c_tag) {
+    using S = typename decltype(s_tag)::type;
+    using C = typename decltype(c_tag)::type;
     // cos/sin table [T, h], computed in double
-    std::vector<S> cs(size_t(T * h)), sn(size_t(T * h));
+    std::vector<C> cs(size_t(T * h)), sn(size_t(T * h));
     for (int64_t t = 0; t < T; ++t)
       for (int64_t i = 0; i < h; ++i) {
         const double angle = double(t + pos_offset) * std::pow(base, -2.0 * double(i) / double(Dh));
-        cs[size_t(t * h + i)] = S(std::cos(angle));
-        sn[size_t(t * h + i)] = S(inverse ? -std::sin(angle) : std::sin(angle));
+        cs[size_t(t * h + i)] = C(std::cos(angle));
+        sn[size_t(t * h + i)] = C(inverse ? -std::sin(angle) : std::sin(angle));
       }
     const S* px = x.data_ptr<S>();
     S* py = y.data_ptr<S>();

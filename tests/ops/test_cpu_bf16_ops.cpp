@@ -77,5 +77,11 @@ TEST(CpuBf16Ops, AttentionForwardAndBackward) {
     }, 1e-2);
 }
 
+// rope on bfloat16 x (ops/cpu/rope_kernels.cpp): rotated in float32 and rounded once, so within one bfloat16
+// rounding (2^-8 relative to the largest element) of float32; the backward is the inverse rotation.
+TEST(CpuBf16Ops, RopeForwardAndBackward) {
+  expect_bf16_matches_f32({{2, 9, 3, 16}}, [](const V& x) { return ops::rope(x[0], 10000.0, 3); }, 1.0 / 256);
+}
+
 }  // namespace
 }  // namespace uoe::testing
