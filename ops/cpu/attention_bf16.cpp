@@ -118,12 +118,7 @@ UOE_ATTN_BF16 void store_scaled_bf16(BFloat16* dst, const float* src, int64_t n,
 // the columns; P^T goes to bfloat16 pairs of keys, O = diag(alpha)·O + P · V_blk.
 UOE_ATTN_BF16 void fwd_task(const BCtx& c, int64_t task, std::byte* ws) {
   const int64_t Dh = c.Dh, Dh2 = (Dh + 1) / 2, Dhp = (Dh + W - 1) / W * W;
-  const int64_t bh = task % (c.B * c.H), qb = c.nqb - 1 - task / (c.B * c.H);  // heavy causal blocks first
-  const int64_t b = bh / c.H, h = bh % c.H, hk = h / c.G;
-  const int64_t i0 = qb * kBq;
-  const int qn = int(std::min<int64_t>(kBq, c.len - i0));
-  const BFloat16* kp = c.k + b * c.ks.batch + hk * c.ks.head;
-  const BFloat16* vp = c.v + b * c.vs.batch + hk * c.vs.head;
+  const auto [b, h, hk, i0, qn] = query_block(c, task);
 
   Carve w{ws};
   BFloat16* QP = w.take<BFloat16>(Dh2 * 2 * kBq);  // [Dh2][kBq] pairs of Q^T
@@ -136,50 +131,33 @@ UOE_ATTN_BF16 void fwd_task(const BCtx& c, int64_t task, std::byte* ws) {
   float* l = w.take<float>(kBq);                   // running sum
   float* alpha = w.take<float>(kBq);               // rescale of O for the current key block
 
-  pack_pairs_transposed(QP, kBq, c.q + b * c.qs.batch + h * c.qs.head + i0 * c.qs.time, c.qs.time, qn, Dh);
+  pack_pairs_transposed(QP, kBq, c.q_row(b, h, i0), c.qs.time, qn, Dh);
   for (int i = 0; i < kBq; ++i) m[i] = -std::numeric_limits<float>::infinity(), l[i] = 0.0f;
-  const V sc = c.scale - V{}, ninf = -std::numeric_limits<float>::infinity() - V{};
+  const V sc = c.scale - V{};
 
   const int64_t nk = c.causal ? ceil_div(i0 + qn, kBk) : c.nkb;  // causal: blocks above the diagonal skipped
   for (int64_t kb = 0; kb < nk; ++kb) {
     const int64_t j0 = kb * kBk;
-    const int kn = int(std::min<int64_t>(kBk, c.len - j0));
-    const Rows kr = pair_rows(kp + j0 * c.ks.time, c.ks.time, kn, Dh, Kb);
+    const int kn = block_rows(c.len, j0, kBk);
+    const Rows kr = pair_rows(c.k_row(b, hk, j0), c.ks.time, kn, Dh, Kb);
     gemm16(kn, kBq, int(Dh2), kr.p, kr.stride, 2, QP, kBq, ST, kBq, 0);  // ST[kn × kBq] = K · Q^T
     const bool diag = c.causal && j0 + kn - 1 > i0;  // some (query, key) pairs of this block are masked
-    for (int cv = 0; cv < kBq / W; ++cv) {           // W query columns at a time
-      V idx, mo, mx, lo;
+    for (int cv = 0; cv < kBq / W; ++cv) {  // W query columns at a time
+      V idx, mx, ms, a, sum = V{};
       F::iota(idx, cv * W);
-      F::load(mo, m + cv * W);
-      mx = mo;
-      for (int j = 0; j < kn; ++j) {  // column max over the kn keys
-        V s;
-        F::load(s, ST + j * kBq + cv * W);
-        s *= sc;
-        if (diag) s = idx >= float(j0 + j - i0) - V{} ? s : ninf;  // key j0+j visible to query i0+i iff i0+i >= j0+j
-        mx = mx > s ? mx : s;
-      }
-      const V ms = mx == ninf ? V{} : mx;  // fully masked column: keep p = 0, alpha = 1 harmless
-      V a = mo - ms, sum = V{};
-      F::exp(a);
+      column_max<float, 64>(mx, ms, a, m + cv * W, ST + cv * W, kBq, kn, sc, idx, diag, j0 - i0);
       for (int j = 0; j < kn; j += 2) {  // p = exp(s·scale − max), column sums; P^T pairs (key j, key j+1)
         V p[2] = {V{}, V{}};
         for (int e = 0; e < 2 && j + e < kn; ++e) {
           F::load(p[e], ST + (j + e) * kBq + cv * W);
-          p[e] = p[e] * sc - ms;
-          F::exp(p[e]);
-          if (diag) p[e] = idx >= float(j0 + j + e - i0) - V{} ? p[e] : V{};
+          exp_scores<float, 64>(p[e], sc, ms, idx, diag, j0 - i0, j + e);
           sum += p[e];
         }
         _mm512_storeu_si512(PP + ((j / 2) * kBq + cv * W) * 2, round_pairs(__m512(p[0]), __m512(p[1])));
       }
-      F::load(lo, l + cv * W);
-      lo = a * lo + sum;
-      F::store(l + cv * W, lo);
-      F::store(m + cv * W, mx);
-      F::store(alpha + cv * W, a);
+      update_stats<float, 64>(m + cv * W, l + cv * W, alpha + cv * W, mx, a, sum);
     }
-    pack_vnni(VP, Dhp, vp + j0 * c.vs.time, c.vs.time, kn, Dh);
+    pack_vnni(VP, Dhp, c.v_row(b, hk, j0), c.vs.time, kn, Dh);
     // O[qn × Dhp] = alpha ⊙ O + P[qn × kn] · V[kn × Dhp]
     gemm16(qn, int(Dhp), (kn + 1) / 2, PP, 2, 2 * kBq, VP, Dhp, O, Dhp, kb == 0 ? 0 : 2, alpha);
   }
@@ -196,10 +174,7 @@ UOE_ATTN_BF16 void fwd_task(const BCtx& c, int64_t task, std::byte* ws) {
 // pairs of queries for dV += P^T · dO and dK += dS^T · Q.
 UOE_ATTN_BF16 void bwd_kv_task(const BCtx& c, int64_t task, std::byte* ws) {
   const int64_t Dh = c.Dh, Dh2 = (Dh + 1) / 2, Dhp = (Dh + W - 1) / W * W;
-  const int64_t bh = task % (c.B * c.Hkv), kb = task / (c.B * c.Hkv);  // heavy (early) causal blocks first
-  const int64_t b = bh / c.Hkv, hk = bh % c.Hkv;
-  const int64_t j0 = kb * kBk;
-  const int kn = int(std::min<int64_t>(kBk, c.len - j0));
+  const auto [b, hk, j0, kn] = key_block(c, task);
 
   Carve w{ws};
   BFloat16* KP = w.take<BFloat16>(Dh2 * 2 * kBk);   // [Dh2][kBk] pairs of K^T
@@ -215,49 +190,46 @@ UOE_ATTN_BF16 void bwd_kv_task(const BCtx& c, int64_t task, std::byte* ws) {
   float* dK = w.take<float>(kBk * Dhp);             // [kBk][Dhp]
   float* dV = w.take<float>(kBk * Dhp);             // [kBk][Dhp]
 
-  pack_pairs_transposed(KP, kBk, c.k + b * c.ks.batch + hk * c.ks.head + j0 * c.ks.time, c.ks.time, kn, Dh);
-  pack_pairs_transposed(VPt, kBk, c.v + b * c.vs.batch + hk * c.vs.head + j0 * c.vs.time, c.vs.time, kn, Dh);
+  pack_pairs_transposed(KP, kBk, c.k_row(b, hk, j0), c.ks.time, kn, Dh);
+  pack_pairs_transposed(VPt, kBk, c.v_row(b, hk, j0), c.vs.time, kn, Dh);
   const V sc = c.scale - V{};
   bool first = true;
-  for (int64_t g = 0; g < c.G; ++g) {  // q heads of the group, fixed order
-    const int64_t h = hk * c.G + g;
-    for (int64_t qb = c.causal ? j0 / kBq : 0; qb < c.nqb; ++qb) {  // causal: query blocks below the diagonal
-      const int64_t i0 = qb * kBq;
-      const int qn = int(std::min<int64_t>(kBq, c.len - i0));
-      const BFloat16* qp = c.q + b * c.qs.batch + h * c.qs.head + i0 * c.qs.time;
-      const BFloat16* dop = c.dout + b * c.dos.batch + h * c.dos.head + i0 * c.dos.time;
-      const float* lse = c.lse_in + (b * c.H + h) * c.len + i0;
-      const float* dsum = c.dsum + (b * c.H + h) * c.len + i0;
-      const Rows qr = pair_rows(qp, c.qs.time, qn, Dh, Qb), dor = pair_rows(dop, c.dos.time, qn, Dh, dOb);
-      gemm16(qn, kBk, int(Dh2), qr.p, qr.stride, 2, KP, kBk, P, kBk, 0);     // P[qn × kBk] = Q · K^T
-      gemm16(qn, kBk, int(Dh2), dor.p, dor.stride, 2, VPt, kBk, dS, kBk, 0);  // dS[qn × kBk] = dO · V^T (= dP)
-      const bool diag = c.causal && j0 + kn - 1 > i0;
-      for (int i = 0; i < qn; i += 2) {  // rows i, i+1: p = exp(s·scale − lse), ds = p ⊙ (dp − D), as pairs
-        for (int cv = 0; cv < kBk / W; ++cv) {
-          V p[2] = {V{}, V{}}, ds[2] = {V{}, V{}};
-          for (int e = 0; e < 2 && i + e < qn; ++e) {
-            V dp, idx;
-            F::load(p[e], P + (i + e) * kBk + cv * W);
-            F::load(dp, dS + (i + e) * kBk + cv * W);
-            p[e] = p[e] * sc - lse[i + e];
-            F::exp(p[e]);
-            if (diag) {
-              F::iota(idx, cv * W);
-              p[e] = idx <= float(i0 + i + e - j0) - V{} ? p[e] : V{};
-            }
-            ds[e] = p[e] * (dp - dsum[i + e]);
+  const KeyBlockQueries queries = queries_of(c, hk, j0);
+  for (int64_t n = 0; n < queries.count(); ++n) {  // the query blocks that see this key block, fixed order
+    const auto [h, i0, qn] = queries.at(n);
+    const BFloat16* qp = c.q_row(b, h, i0);
+    const BFloat16* dop = c.dout_row(b, h, i0);
+    const float* lse = c.lse_row(b, h, i0);
+    const float* dsum = c.dsum_row(b, h, i0);
+    const Rows qr = pair_rows(qp, c.qs.time, qn, Dh, Qb), dor = pair_rows(dop, c.dos.time, qn, Dh, dOb);
+    gemm16(qn, kBk, int(Dh2), qr.p, qr.stride, 2, KP, kBk, P, kBk, 0);     // P[qn × kBk] = Q · K^T
+    gemm16(qn, kBk, int(Dh2), dor.p, dor.stride, 2, VPt, kBk, dS, kBk, 0);  // dS[qn × kBk] = dO · V^T (= dP)
+    const bool diag = c.causal && j0 + kn - 1 > i0;
+    for (int i = 0; i < qn; i += 2) {  // rows i, i+1: p = exp(s·scale − lse), ds = p ⊙ (dp − D), as pairs
+      for (int cv = 0; cv < kBk / W; ++cv) {
+        V p[2] = {V{}, V{}}, ds[2] = {V{}, V{}};
+        for (int e = 0; e < 2 && i + e < qn; ++e) {
+          V dp, idx;
+          F::load(p[e], P + (i + e) * kBk + cv * W);
+          F::load(dp, dS + (i + e) * kBk + cv * W);
+          p[e] = p[e] * sc - lse[i + e];
+          F::exp(p[e]);
+          if (diag) {
+            F::iota(idx, cv * W);
+            p[e] = idx <= float(i0 + i + e - j0) - V{} ? p[e] : V{};
           }
-          _mm512_storeu_si512(PP + ((i / 2) * kBk + cv * W) * 2, round_pairs(__m512(p[0]), __m512(p[1])));
-          _mm512_storeu_si512(dSP + ((i / 2) * kBk + cv * W) * 2, round_pairs(__m512(ds[0]), __m512(ds[1])));
+          ds[e] = p[e] * (dp - dsum[i + e]);
         }
+        _mm512_storeu_si512(PP + ((i / 2) * kBk + cv * W) * 2, round_pairs(__m512(p[0]), __m512(p[1])));
+        _mm512_storeu_si512(dSP + ((i / 2) * kBk + cv * W) * 2, round_pairs(__m512(ds[0]), __m512(ds[1])));
       }
-      pack_vnni(QV, Dhp, qp, c.qs.time, qn, Dh);
-      pack_vnni(dOV, Dhp, dop, c.dos.time, qn, Dh);
-      // dV[kn × Dhp] += P^T[kn × qn] · dO[qn × Dhp] ; dK[kn × Dhp] += dS^T · Q
-      gemm16(kn, int(Dhp), (qn + 1) / 2, PP, 2, 2 * kBk, dOV, Dhp, dV, Dhp, first ? 0 : 1);
-      gemm16(kn, int(Dhp), (qn + 1) / 2, dSP, 2, 2 * kBk, QV, Dhp, dK, Dhp, first ? 0 : 1);
-      first = false;
     }
+    pack_vnni(QV, Dhp, qp, c.qs.time, qn, Dh);
+    pack_vnni(dOV, Dhp, dop, c.dos.time, qn, Dh);
+    // dV[kn × Dhp] += P^T[kn × qn] · dO[qn × Dhp] ; dK[kn × Dhp] += dS^T · Q
+    gemm16(kn, int(Dhp), (qn + 1) / 2, PP, 2, 2 * kBk, dOV, Dhp, dV, Dhp, first ? 0 : 1);
+    gemm16(kn, int(Dhp), (qn + 1) / 2, dSP, 2, 2 * kBk, QV, Dhp, dK, Dhp, first ? 0 : 1);
+    first = false;
   }
   if (first) std::fill(dK, dK + kBk * Dhp, 0.0f), std::fill(dV, dV + kBk * Dhp, 0.0f);  // no query sees the block
   BFloat16* dkp = c.dk + b * c.dks.batch + hk * c.dks.head + j0 * c.dks.time;
@@ -272,12 +244,7 @@ UOE_ATTN_BF16 void bwd_kv_task(const BCtx& c, int64_t task, std::byte* ws) {
 // bfloat16 pairs of keys for dQ += dS · K.
 UOE_ATTN_BF16 void bwd_q_task(const BCtx& c, int64_t task, std::byte* ws) {
   const int64_t Dh = c.Dh, Dh2 = (Dh + 1) / 2, Dhp = (Dh + W - 1) / W * W;
-  const int64_t bh = task % (c.B * c.H), qb = c.nqb - 1 - task / (c.B * c.H);
-  const int64_t b = bh / c.H, h = bh % c.H, hk = h / c.G;
-  const int64_t i0 = qb * kBq;
-  const int qn = int(std::min<int64_t>(kBq, c.len - i0));
-  const BFloat16* kp = c.k + b * c.ks.batch + hk * c.ks.head;
-  const BFloat16* vp = c.v + b * c.vs.batch + hk * c.vs.head;
+  const auto [b, h, hk, i0, qn] = query_block(c, task);
 
   Carve w{ws};
   BFloat16* QP = w.take<BFloat16>(Dh2 * 2 * kBq);   // [Dh2][kBq] pairs of Q^T
@@ -292,19 +259,19 @@ UOE_ATTN_BF16 void bwd_q_task(const BCtx& c, int64_t task, std::byte* ws) {
   float* Lb = w.take<float>(kBq);                   // lse (0 past qn)
   float* Db = w.take<float>(kBq);                   // D = rowsum(dout ⊙ out) (0 past qn)
 
-  pack_pairs_transposed(QP, kBq, c.q + b * c.qs.batch + h * c.qs.head + i0 * c.qs.time, c.qs.time, qn, Dh);
-  pack_pairs_transposed(dOP, kBq, c.dout + b * c.dos.batch + h * c.dos.head + i0 * c.dos.time, c.dos.time, qn, Dh);
+  pack_pairs_transposed(QP, kBq, c.q_row(b, h, i0), c.qs.time, qn, Dh);
+  pack_pairs_transposed(dOP, kBq, c.dout_row(b, h, i0), c.dos.time, qn, Dh);
   for (int i = 0; i < kBq; ++i) {
-    Lb[i] = i < qn ? c.lse_in[(b * c.H + h) * c.len + i0 + i] : 0.0f;
-    Db[i] = i < qn ? c.dsum[(b * c.H + h) * c.len + i0 + i] : 0.0f;
+    Lb[i] = i < qn ? c.lse_row(b, h, i0)[i] : 0.0f;
+    Db[i] = i < qn ? c.dsum_row(b, h, i0)[i] : 0.0f;
   }
   const V sc = c.scale - V{};
   const int64_t nk = c.causal ? ceil_div(i0 + qn, kBk) : c.nkb;
   for (int64_t kb = 0; kb < nk; ++kb) {
     const int64_t j0 = kb * kBk;
-    const int kn = int(std::min<int64_t>(kBk, c.len - j0));
-    const Rows kr = pair_rows(kp + j0 * c.ks.time, c.ks.time, kn, Dh, Kb);
-    const Rows vr = pair_rows(vp + j0 * c.vs.time, c.vs.time, kn, Dh, Vb);
+    const int kn = block_rows(c.len, j0, kBk);
+    const Rows kr = pair_rows(c.k_row(b, hk, j0), c.ks.time, kn, Dh, Kb);
+    const Rows vr = pair_rows(c.v_row(b, hk, j0), c.vs.time, kn, Dh, Vb);
     gemm16(kn, kBq, int(Dh2), kr.p, kr.stride, 2, QP, kBq, ST, kBq, 0);    // ST[kn × kBq] = K · Q^T
     gemm16(kn, kBq, int(Dh2), vr.p, vr.stride, 2, dOP, kBq, dST, kBq, 0);  // dST[kn × kBq] = V · dO^T (= dP^T)
     const bool diag = c.causal && j0 + kn - 1 > i0;
@@ -319,15 +286,13 @@ UOE_ATTN_BF16 void bwd_q_task(const BCtx& c, int64_t task, std::byte* ws) {
           V s, dp;
           F::load(s, ST + (j + e) * kBq + cv * W);
           F::load(dp, dST + (j + e) * kBq + cv * W);
-          s = s * sc - li;
-          F::exp(s);
-          if (diag) s = idx >= float(j0 + j + e - i0) - V{} ? s : V{};
+          exp_scores<float, 64>(s, sc, li, idx, diag, j0 - i0, j + e);
           ds[e] = s * (dp - di);
         }
         _mm512_storeu_si512(dSP + ((j / 2) * kBq + cv * W) * 2, round_pairs(__m512(ds[0]), __m512(ds[1])));
       }
     }
-    pack_vnni(KV, Dhp, kp + j0 * c.ks.time, c.ks.time, kn, Dh);
+    pack_vnni(KV, Dhp, c.k_row(b, hk, j0), c.ks.time, kn, Dh);
     // dQ[qn × Dhp] += dS[qn × kn] · K[kn × Dhp]
     gemm16(qn, int(Dhp), (kn + 1) / 2, dSP, 2, 2 * kBq, KV, Dhp, dQ, Dhp, kb == 0 ? 0 : 1);
   }

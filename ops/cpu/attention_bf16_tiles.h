@@ -21,19 +21,10 @@ namespace {
 // VDPBF16PS adds both products of each of 16 pairs to 16 float sums.
 //   rows:  pair p of row i at base + i·rs + p·ps (bf16 elements), e.g. a row-major tile with ps = 2.
 //   VNNI:  pair p of column j at base + (p·ld + j)·2: one vector load gives 16 columns' pairs.
-// Small GEMM: C[M×N] (float) = init + A[M×K] · B[K×N] over K2 = ceil(K/2) pairs; A in rows layout, B in VNNI
-// layout with N % 16 == 0 columns readable; mode 0: init = 0, 1: init = C, 2: init = rs[i] · C.
-struct Bf16GemmArgs {
-  int M, N, K2;
-  const BFloat16* A;
-  int64_t ars, aps;
-  const BFloat16* B;
-  int64_t ldb;
-  float* C;
-  int64_t ldc;
-  int mode;
-  const float* rs;
-};
+// Small GEMM: C[M×N] (float) = init + A[M×K] · B[K×N] over K pairs (GemmArgs::K counts pairs, acs is the pair
+// stride of A); A in rows layout, B in VNNI layout with N % 16 == 0 columns readable; mode 0: init = 0, 1: init = C,
+// 2: init = rs[i] · C.
+using Bf16GemmArgs = GemmArgs<BFloat16, float>;
 
 UOE_ATTN_INLINE uint32_t load_pair(const BFloat16* p) {
   uint32_t v;
@@ -58,13 +49,13 @@ UOE_ATTN_BF16 UOE_ATTN_INLINE void bf16_micro(const Bf16GemmArgs& g, int i0, int
   }
   const BFloat16* A = g.A + i0 * g.ars;
   const BFloat16* B = g.B + 2 * c0;
-  for (int p = 0; p < g.K2; ++p) {  // acc[r][:] += pair(A(r, 2p..2p+1)) · B[2p..2p+1, :]
+  for (int p = 0; p < g.K; ++p) {  // acc[r][:] += pair(A(r, 2p..2p+1)) · B[2p..2p+1, :]
     __m512bh b[CV];
 #pragma GCC unroll 16
     for (int c = 0; c < CV; ++c) b[c] = (__m512bh)_mm512_loadu_si512(B + 2 * (p * g.ldb + c * 16));
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      const __m512bh a = (__m512bh)_mm512_set1_epi32(int(load_pair(A + r * g.ars + p * g.aps)));
+      const __m512bh a = (__m512bh)_mm512_set1_epi32(int(load_pair(A + r * g.ars + p * g.acs)));
 #pragma GCC unroll 16
       for (int c = 0; c < CV; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], a, b[c]);
     }

@@ -29,13 +29,10 @@ UOE_ATTN_INLINE void fwd_task(const Ctx<T>& c, int64_t task, T* ws) {
   const int64_t Dh = c.Dh, Dhp = (Dh + W - 1) / W * W;
   const bool direct = Dh % W == 0;  // V rows can feed the GEMM in place
   // Tasks run the last (heaviest under a causal mask) query blocks first.
-  const int64_t bh = task % (c.B * c.H), qb = c.nqb - 1 - task / (c.B * c.H);
-  const int64_t b = bh / c.H, h = bh % c.H, hk = h / c.G;
-  const int64_t i0 = qb * kBq;
-  const int qn = int(std::min<int64_t>(kBq, c.len - i0));
-  const T* qp = c.q + b * c.qs.batch + h * c.qs.head + i0 * c.qs.time;
-  const T* kp = c.k + b * c.ks.batch + hk * c.ks.head;
-  const T* vp = c.v + b * c.vs.batch + hk * c.vs.head;
+  const auto [b, h, hk, i0, qn] = query_block(c, task);
+  const T* qp = c.q_row(b, h, i0);
+  const T* kp = c.k_row(b, hk, 0);
+  const T* vp = c.v_row(b, hk, 0);
 
   T* QT = ws;             // [Dh][kBq]
   T* ST = QT + Dh * kBq;  // [kBk][kBq]  scores, then probabilities, transposed
@@ -47,44 +44,27 @@ UOE_ATTN_INLINE void fwd_task(const Ctx<T>& c, int64_t task, T* ws) {
 
   pack_transposed(QT, kBq, qp, c.qs.time, qn, Dh);
   for (int i = 0; i < kBq; ++i) m[i] = -std::numeric_limits<T>::infinity(), l[i] = T(0);
-  const V sc = c.scale - V{}, ninf = -std::numeric_limits<T>::infinity() - V{};
+  const V sc = c.scale - V{};
 
   const int64_t nk = c.causal ? ceil_div(i0 + qn, kBk) : c.nkb;  // causal: blocks above the diagonal skipped
   for (int64_t kb = 0; kb < nk; ++kb) {
     const int64_t j0 = kb * kBk;
-    const int kn = int(std::min<int64_t>(kBk, c.len - j0));
+    const int kn = block_rows(c.len, j0, kBk);
     // ST[kn × kBq] = K[j0:j0+kn, :Dh] · QT[:Dh, :kBq]
     gemm<T, VB>(kn, kBq, int(Dh), kp + j0 * c.ks.time, c.ks.time, 1, QT, kBq, ST, kBq, 0);
     const bool diag = c.causal && j0 + kn - 1 > i0;  // some (query, key) pairs of this block are masked
-    for (int cv = 0; cv < kBq / W; ++cv) {           // W query columns at a time
-      V idx, mo, mx, lo;
+    for (int cv = 0; cv < kBq / W; ++cv) {  // W query columns at a time
+      V idx, mx, ms, a, sum = V{};
       S::iota(idx, cv * W);
-      S::load(mo, m + cv * W);
-      mx = mo;
-      for (int j = 0; j < kn; ++j) {  // column max over the kn keys
-        V s;
-        S::load(s, ST + j * kBq + cv * W);
-        s *= sc;
-        if (diag) s = idx >= T(j0 + j - i0) - V{} ? s : ninf;  // key j0+j visible to query i0+i iff i0+i >= j0+j
-        mx = mx > s ? mx : s;
-      }
-      const V ms = mx == ninf ? V{} : mx;  // fully masked column: keep p = 0, alpha = 1 harmless
-      V a = mo - ms, sum = V{};
-      S::exp(a);
+      column_max<T, VB>(mx, ms, a, m + cv * W, ST + cv * W, kBq, kn, sc, idx, diag, j0 - i0);
       for (int j = 0; j < kn; ++j) {  // p = exp(s·scale − max), column sums
         V s;
         S::load(s, ST + j * kBq + cv * W);
-        s = s * sc - ms;
-        S::exp(s);
-        if (diag) s = idx >= T(j0 + j - i0) - V{} ? s : V{};
+        exp_scores<T, VB>(s, sc, ms, idx, diag, j0 - i0, j);
         S::store(ST + j * kBq + cv * W, s);
         sum += s;
       }
-      S::load(lo, l + cv * W);
-      lo = a * lo + sum;
-      S::store(l + cv * W, lo);
-      S::store(m + cv * W, mx);
-      S::store(alpha + cv * W, a);
+      update_stats<T, VB>(m + cv * W, l + cv * W, alpha + cv * W, mx, a, sum);
     }
     const T* Bv = vp + j0 * c.vs.time;
     int64_t ldv = c.vs.time;
@@ -113,10 +93,7 @@ UOE_ATTN_INLINE void bwd_kv_task(const Ctx<T>& c, int64_t task, T* ws) {
   constexpr int W = S::W;
   const int64_t Dh = c.Dh, Dhp = (Dh + W - 1) / W * W;
   const bool direct = Dh % W == 0;
-  const int64_t bh = task % (c.B * c.Hkv), kb = task / (c.B * c.Hkv);  // heavy (early) causal blocks first
-  const int64_t b = bh / c.Hkv, hk = bh % c.Hkv;
-  const int64_t j0 = kb * kBk;
-  const int kn = int(std::min<int64_t>(kBk, c.len - j0));
+  const auto [b, hk, j0, kn] = key_block(c, task);
 
   T* KT = ws;               // [Dh][kBk]
   T* VT = KT + Dh * kBk;    // [Dh][kBk]
@@ -127,50 +104,47 @@ UOE_ATTN_INLINE void bwd_kv_task(const Ctx<T>& c, int64_t task, T* ws) {
   T* Qb = dV + kBk * Dhp;   // [kBq][Dhp] padded Q rows when Dh % W != 0
   T* dOb = Qb + kBq * Dhp;  // [kBq][Dhp] padded dO rows
 
-  pack_transposed(KT, kBk, c.k + b * c.ks.batch + hk * c.ks.head + j0 * c.ks.time, c.ks.time, kn, Dh);
-  pack_transposed(VT, kBk, c.v + b * c.vs.batch + hk * c.vs.head + j0 * c.vs.time, c.vs.time, kn, Dh);
+  pack_transposed(KT, kBk, c.k_row(b, hk, j0), c.ks.time, kn, Dh);
+  pack_transposed(VT, kBk, c.v_row(b, hk, j0), c.vs.time, kn, Dh);
   const V sc = c.scale - V{};
   bool first = true;
-  for (int64_t g = 0; g < c.G; ++g) {  // q heads of the group, fixed order
-    const int64_t h = hk * c.G + g;
-    for (int64_t qb = c.causal ? j0 / kBq : 0; qb < c.nqb; ++qb) {  // causal: query blocks below the diagonal
-      const int64_t i0 = qb * kBq;
-      const int qn = int(std::min<int64_t>(kBq, c.len - i0));
-      const T* qp = c.q + b * c.qs.batch + h * c.qs.head + i0 * c.qs.time;
-      const T* dop = c.dout + b * c.dos.batch + h * c.dos.head + i0 * c.dos.time;
-      const T* lse = c.lse_in + (b * c.H + h) * c.len + i0;
-      const T* dsum = c.dsum + (b * c.H + h) * c.len + i0;
-      // P[qn × kBk] = Q · KT ; dS[qn × kBk] = dO · VT (= dP)
-      gemm<T, VB>(qn, kBk, int(Dh), qp, c.qs.time, 1, KT, kBk, P, kBk, 0);
-      gemm<T, VB>(qn, kBk, int(Dh), dop, c.dos.time, 1, VT, kBk, dS, kBk, 0);
-      const bool diag = c.causal && j0 + kn - 1 > i0;
-      for (int i = 0; i < qn; ++i) {  // row i: p = exp(s·scale − lse), ds = p ⊙ (dp − D)
-        const V li = lse[i] - V{}, di = dsum[i] - V{}, thr = T(i0 + i - j0) - V{};
-        for (int cv = 0; cv < kBk / W; ++cv) {
-          V s, dp, idx;
-          S::load(s, P + i * kBk + cv * W);
-          S::load(dp, dS + i * kBk + cv * W);
-          s = s * sc - li;
-          S::exp(s);
-          if (diag) {
-            S::iota(idx, cv * W);
-            s = idx <= thr ? s : V{};
-          }
-          S::store(P + i * kBk + cv * W, s);
-          S::store(dS + i * kBk + cv * W, s * (dp - di));
+  const KeyBlockQueries queries = queries_of(c, hk, j0);
+  for (int64_t n = 0; n < queries.count(); ++n) {  // the query blocks that see this key block, fixed order
+    const auto [h, i0, qn] = queries.at(n);
+    const T* qp = c.q_row(b, h, i0);
+    const T* dop = c.dout_row(b, h, i0);
+    const T* lse = c.lse_row(b, h, i0);
+    const T* dsum = c.dsum_row(b, h, i0);
+    // P[qn × kBk] = Q · KT ; dS[qn × kBk] = dO · VT (= dP)
+    gemm<T, VB>(qn, kBk, int(Dh), qp, c.qs.time, 1, KT, kBk, P, kBk, 0);
+    gemm<T, VB>(qn, kBk, int(Dh), dop, c.dos.time, 1, VT, kBk, dS, kBk, 0);
+    const bool diag = c.causal && j0 + kn - 1 > i0;
+    for (int i = 0; i < qn; ++i) {  // row i: p = exp(s·scale − lse), ds = p ⊙ (dp − D)
+      const V li = lse[i] - V{}, di = dsum[i] - V{}, thr = T(i0 + i - j0) - V{};
+      for (int cv = 0; cv < kBk / W; ++cv) {
+        V s, dp, idx;
+        S::load(s, P + i * kBk + cv * W);
+        S::load(dp, dS + i * kBk + cv * W);
+        s = s * sc - li;
+        S::exp(s);
+        if (diag) {
+          S::iota(idx, cv * W);
+          s = idx <= thr ? s : V{};
         }
+        S::store(P + i * kBk + cv * W, s);
+        S::store(dS + i * kBk + cv * W, s * (dp - di));
       }
-      const T *Bq = qp, *Bdo = dop;
-      int64_t ldq = c.qs.time, lddo = c.dos.time;
-      if (!direct) {
-        pack_rows(Qb, Dhp, qp, ldq, qn, Dh), Bq = Qb, ldq = Dhp;
-        pack_rows(dOb, Dhp, dop, lddo, qn, Dh), Bdo = dOb, lddo = Dhp;
-      }
-      // dV[kn × Dhp] += P^T[kn × qn] · dO[qn × Dhp] ; dK[kn × Dhp] += dS^T · Q
-      gemm<T, VB>(kn, int(Dhp), qn, P, 1, kBk, Bdo, lddo, dV, Dhp, first ? 0 : 1);
-      gemm<T, VB>(kn, int(Dhp), qn, dS, 1, kBk, Bq, ldq, dK, Dhp, first ? 0 : 1);
-      first = false;
     }
+    const T *Bq = qp, *Bdo = dop;
+    int64_t ldq = c.qs.time, lddo = c.dos.time;
+    if (!direct) {
+      pack_rows(Qb, Dhp, qp, ldq, qn, Dh), Bq = Qb, ldq = Dhp;
+      pack_rows(dOb, Dhp, dop, lddo, qn, Dh), Bdo = dOb, lddo = Dhp;
+    }
+    // dV[kn × Dhp] += P^T[kn × qn] · dO[qn × Dhp] ; dK[kn × Dhp] += dS^T · Q
+    gemm<T, VB>(kn, int(Dhp), qn, P, 1, kBk, Bdo, lddo, dV, Dhp, first ? 0 : 1);
+    gemm<T, VB>(kn, int(Dhp), qn, dS, 1, kBk, Bq, ldq, dK, Dhp, first ? 0 : 1);
+    first = false;
   }
   T* dkp = c.dk + b * c.dks.batch + hk * c.dks.head + j0 * c.dks.time;
   T* dvp = c.dv + b * c.dvs.batch + hk * c.dvs.head + j0 * c.dvs.time;
@@ -191,12 +165,9 @@ UOE_ATTN_INLINE void bwd_q_task(const Ctx<T>& c, int64_t task, T* ws) {
   constexpr int W = S::W;
   const int64_t Dh = c.Dh, Dhp = (Dh + W - 1) / W * W;
   const bool direct = Dh % W == 0;
-  const int64_t bh = task % (c.B * c.H), qb = c.nqb - 1 - task / (c.B * c.H);
-  const int64_t b = bh / c.H, h = bh % c.H, hk = h / c.G;
-  const int64_t i0 = qb * kBq;
-  const int qn = int(std::min<int64_t>(kBq, c.len - i0));
-  const T* kp = c.k + b * c.ks.batch + hk * c.ks.head;
-  const T* vp = c.v + b * c.vs.batch + hk * c.vs.head;
+  const auto [b, h, hk, i0, qn] = query_block(c, task);
+  const T* kp = c.k_row(b, hk, 0);
+  const T* vp = c.v_row(b, hk, 0);
 
   T* QT = ws;               // [Dh][kBq]
   T* dOT = QT + Dh * kBq;   // [Dh][kBq]
@@ -207,17 +178,17 @@ UOE_ATTN_INLINE void bwd_q_task(const Ctx<T>& c, int64_t task, T* ws) {
   T* Lb = Kb + kBk * Dhp;   // [kBq] lse (0 past qn)
   T* Db = Lb + kBq;         // [kBq] D = rowsum(dout ⊙ out) (0 past qn)
 
-  pack_transposed(QT, kBq, c.q + b * c.qs.batch + h * c.qs.head + i0 * c.qs.time, c.qs.time, qn, Dh);
-  pack_transposed(dOT, kBq, c.dout + b * c.dos.batch + h * c.dos.head + i0 * c.dos.time, c.dos.time, qn, Dh);
+  pack_transposed(QT, kBq, c.q_row(b, h, i0), c.qs.time, qn, Dh);
+  pack_transposed(dOT, kBq, c.dout_row(b, h, i0), c.dos.time, qn, Dh);
   for (int i = 0; i < kBq; ++i) {
-    Lb[i] = i < qn ? c.lse_in[(b * c.H + h) * c.len + i0 + i] : T(0);
-    Db[i] = i < qn ? c.dsum[(b * c.H + h) * c.len + i0 + i] : T(0);
+    Lb[i] = i < qn ? c.lse_row(b, h, i0)[i] : T(0);
+    Db[i] = i < qn ? c.dsum_row(b, h, i0)[i] : T(0);
   }
   const V sc = c.scale - V{};
   const int64_t nk = c.causal ? ceil_div(i0 + qn, kBk) : c.nkb;
   for (int64_t kb = 0; kb < nk; ++kb) {
     const int64_t j0 = kb * kBk;
-    const int kn = int(std::min<int64_t>(kBk, c.len - j0));
+    const int kn = block_rows(c.len, j0, kBk);
     const T* kr = kp + j0 * c.ks.time;
     // ST[kn × kBq] = K · QT ; dST[kn × kBq] = V · dOT (= dP^T)
     gemm<T, VB>(kn, kBq, int(Dh), kr, c.ks.time, 1, QT, kBq, ST, kBq, 0);
@@ -232,9 +203,7 @@ UOE_ATTN_INLINE void bwd_q_task(const Ctx<T>& c, int64_t task, T* ws) {
         V s, dp;
         S::load(s, ST + j * kBq + cv * W);
         S::load(dp, dST + j * kBq + cv * W);
-        s = s * sc - li;
-        S::exp(s);
-        if (diag) s = idx >= T(j0 + j - i0) - V{} ? s : V{};
+        exp_scores<T, VB>(s, sc, li, idx, diag, j0 - i0, j);
         S::store(dST + j * kBq + cv * W, s * (dp - di));
       }
     }

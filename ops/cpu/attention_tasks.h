@@ -37,6 +37,16 @@ struct Ctx {
   AttnStrides qs, ks, vs, os, dos, dqs, dks, dvs;
   E *out, *dq, *dk, *dv;
   T* lse_out;
+
+  // Row t of head h of batch b of an operand, and of the [B,H,T] statistics.
+  const E* q_row(int64_t b, int64_t h, int64_t t) const { return q + b * qs.batch + h * qs.head + t * qs.time; }
+  const E* k_row(int64_t b, int64_t hk, int64_t t) const { return k + b * ks.batch + hk * ks.head + t * ks.time; }
+  const E* v_row(int64_t b, int64_t hk, int64_t t) const { return v + b * vs.batch + hk * vs.head + t * vs.time; }
+  const E* dout_row(int64_t b, int64_t h, int64_t t) const {
+    return dout + b * dos.batch + h * dos.head + t * dos.time;
+  }
+  const T* lse_row(int64_t b, int64_t h, int64_t t) const { return lse_in + (b * H + h) * len + t; }
+  const T* dsum_row(int64_t b, int64_t h, int64_t t) const { return dsum + (b * H + h) * len + t; }
 };
 
 template <typename T, typename E = T>
@@ -51,6 +61,54 @@ Ctx<T, E> make_ctx(const AttnShape& s) {
   c.scale = T(s.scale), c.causal = s.causal;
   return c;
 }
+
+// The query block of a forward or dq task: head h (kv head hk) of batch b, query rows i0 .. i0+qn; tasks run the
+// last (heaviest under a causal mask) query blocks first.
+struct QueryBlock {
+  int64_t b, h, hk, i0;
+  int qn;
+};
+template <typename T, typename E>
+QueryBlock query_block(const Ctx<T, E>& c, int64_t task) {
+  const int64_t bh = task % (c.B * c.H), i0 = (c.nqb - 1 - task / (c.B * c.H)) * kBq, h = bh % c.H;
+  return {bh / c.H, h, h / c.G, i0, int(std::min<int64_t>(kBq, c.len - i0))};
+}
+
+// The key block of a dk/dv task: kv head hk of batch b, key rows j0 .. j0+kn; the first (heaviest under a causal
+// mask) key blocks first.
+struct KeyBlock {
+  int64_t b, hk, j0;
+  int kn;
+};
+template <typename T, typename E>
+KeyBlock key_block(const Ctx<T, E>& c, int64_t task) {
+  const int64_t bh = task % (c.B * c.Hkv), j0 = task / (c.B * c.Hkv) * kBk;
+  return {bh / c.Hkv, bh % c.Hkv, j0, int(std::min<int64_t>(kBk, c.len - j0))};
+}
+
+// The query blocks that see key block j0 of kv head hk (causal: those on or below the diagonal), over the q heads
+// of its group, in the fixed order of the dk/dv sums: count() of them, at(n) the n-th (q head h, query rows i0 ..
+// i0+qn).
+struct KeyBlockQueries {
+  struct Block {
+    int64_t h, i0;
+    int qn;
+  };
+  int64_t hk, G, len, qb0, per_head;
+  int64_t count() const { return G * per_head; }
+  Block at(int64_t n) const {
+    const int64_t i0 = (qb0 + n % per_head) * kBq;
+    return {hk * G + n / per_head, i0, int(std::min<int64_t>(kBq, len - i0))};
+  }
+};
+template <typename T, typename E>
+KeyBlockQueries queries_of(const Ctx<T, E>& c, int64_t hk, int64_t j0) {
+  const int64_t qb0 = c.causal ? j0 / kBq : 0;
+  return {hk, c.G, c.len, qb0, c.nqb - qb0};
+}
+
+// Rows of the block of `tile` rows that starts at row r0 of len.
+inline int block_rows(int64_t len, int64_t r0, int tile) { return int(std::min<int64_t>(tile, len - r0)); }
 
 // The forward's lse where the head dim is 0: all scores are 0, lse = log(number of visible keys).
 template <typename T>
