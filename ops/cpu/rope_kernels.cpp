@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "ops/cpu/simd.h"
@@ -12,14 +13,28 @@
 namespace uoe::cpu {
 namespace {
 
-// y[i] = x[i] cos - x[i+h] sin ; y[i+h] = x[i] sin + x[i+h] cos, for i < h = Dh/2, in the table's type C
-template <typename S, typename C>
-UOE_SIMD void rotate(const S* x, S* y, const C* cs, const C* sn, int64_t h) {
+// y[i] = x[i] cos - x[i+h] sin ; y[i+h] = x[i] sin + x[i+h] cos, for i < h = Dh/2
+template <typename T>
+UOE_SIMD void rotate(const T* x, T* y, const T* cs, const T* sn, int64_t h) {
 #pragma omp simd
   for (int64_t i = 0; i < h; ++i) {
-    const C a = C(x[i]), b = C(x[i + h]);
-    y[i] = S(a * cs[i] - b * sn[i]);
-    y[i + h] = S(a * sn[i] + b * cs[i]);
+    const T a = x[i], b = x[i + h];
+    y[i] = a * cs[i] - b * sn[i];
+    y[i + h] = a * sn[i] + b * cs[i];
+  }
+}
+
+// The H heads of one position (H·Dh contiguous elements): float and double in place; bfloat16 widened to float32
+// into buf (2·H·Dh floats), rotated there and rounded once.
+template <typename S, typename C>
+void rotate_heads(const S* x, S* y, const C* cs, const C* sn, int64_t H, int64_t Dh, C* buf) {
+  if constexpr (std::is_same_v<S, C>) {
+    for (int64_t hh = 0; hh < H; ++hh) rotate(x + hh * Dh, y + hh * Dh, cs, sn, Dh / 2);
+  } else {
+    C* out = buf + H * Dh;
+    convert_bf16_to_f32(x, buf, H * Dh);
+    for (int64_t hh = 0; hh < H; ++hh) rotate(buf + hh * Dh, out + hh * Dh, cs, sn, Dh / 2);
+    convert_f32_to_bf16(out, y, H * Dh);
   }
 }
 
@@ -49,12 +64,13 @@ Tensor rope(const Tensor& x, double base, int64_t pos_offset, bool inverse) {
       }
     const S* px = x.data_ptr<S>();
     S* py = y.data_ptr<S>();
-#pragma omp parallel for schedule(static) if (x.numel() >= 32768 && !omp_in_parallel())
-    for (int64_t bt = 0; bt < B * T; ++bt) {
-      const int64_t t = bt % T;
-      for (int64_t hh = 0; hh < H; ++hh) {
-        const int64_t off = (bt * H + hh) * Dh;
-        rotate(px + off, py + off, cs.data() + t * h, sn.data() + t * h, h);
+#pragma omp parallel if (x.numel() >= 32768 && !omp_in_parallel())
+    {
+      std::vector<C> buf(std::is_same_v<S, C> ? 0 : size_t(2 * H * Dh));
+#pragma omp for schedule(static)
+      for (int64_t bt = 0; bt < B * T; ++bt) {
+        const int64_t t = bt % T;
+        rotate_heads(px + bt * H * Dh, py + bt * H * Dh, cs.data() + t * h, sn.data() + t * h, H, Dh, buf.data());
       }
     }
   });
