@@ -1,10 +1,13 @@
-// uoe_bench: op benchmarks through the public API — matmul GFLOP/s, memory-bound ops against a plain copy, attention.
+// uoe_bench: op benchmarks through the public API — matmul GFLOP/s, memory-bound ops against a plain copy, attention
+// (float32 and bfloat16).
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
 #include <cstring>
+#include <string>
 
 #include "core/rng.h"
+#include "ops/kernels/attention.h"
 #include "ops/ops.h"
 
 namespace uoe {
@@ -103,13 +106,13 @@ void BM_CrossEntropy(benchmark::State& state) {
 }
 BENCHMARK(BM_CrossEntropy)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// Causal attention forward + backward, float32, q/k/v [B, H, T, Dh];
+// Causal attention forward + backward in dtype dt, q/k/v [B, H, T, Dh];
 // FLOPs: forward 4 B H T^2 Dh / 2 (causal half), backward 2.5x that.
-void BM_AttentionFwdBwd(benchmark::State& state) {
+void attention_fwd_bwd(benchmark::State& state, DType dt) {
   const int64_t B = 4, H = 4, T = state.range(0), Dh = 64;
-  const Tensor q = randn({B, H, T, Dh}).requires_grad_(), k = randn({B, H, T, Dh}).requires_grad_(),
-               v = randn({B, H, T, Dh}).requires_grad_();
-  const Tensor g = randn({B, H, T, Dh});
+  auto input = [&] { return randn({B, H, T, Dh}).to(dt).requires_grad_(); };
+  const Tensor q = input(), k = input(), v = input();
+  const Tensor g = randn({B, H, T, Dh}).to(dt);
   for (auto _ : state) {
     Tensor y = ops::scaled_dot_product_attention(q, k, v, true);
     y.backward(g);
@@ -118,7 +121,14 @@ void BM_AttentionFwdBwd(benchmark::State& state) {
   const double fwd = 4.0 * double(B * H * T * T * Dh) / 2;
   state.counters["GFLOPS"] = benchmark::Counter(3.5 * fwd * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
+void BM_AttentionFwdBwd(benchmark::State& state) { attention_fwd_bwd(state, DType::Float32); }
 BENCHMARK(BM_AttentionFwdBwd)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+// bfloat16 q, k, v: the label names the CPU path (avx512_bf16, or f32 under UOE_PIN_ISA=f32 / without AVX512-BF16).
+void BM_AttentionFwdBwdBf16(benchmark::State& state) {
+  attention_fwd_bwd(state, DType::BFloat16);
+  state.SetLabel(std::string("path=") + cpu::attention_bf16_path());
+}
+BENCHMARK(BM_AttentionFwdBwdBf16)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace uoe

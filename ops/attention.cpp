@@ -29,14 +29,15 @@ struct AttentionBackward final : autograd::Node {
     const Tensor q = saved(0), k = saved(1), v = saved(2), out = saved(3), lse = saved(4);
     const OnDevice on_device(q);
     const DType dt = g_in.dtype();
-    if (native_bf16(q)) {  // q, k, v, out saved in bf16, lse in float32 (the GPU's bf16 kernels)
+    if (q.dtype() == DType::BFloat16) {  // q, k, v, out saved in bf16, lse in float32 (the bf16 kernels)
       const Tensor g = head_dim_contiguous(g_in.to(DType::BFloat16));
       Tensor dq = new_bthd(q.shape(), q), dk = new_bthd(k.shape(), k), dv = new_bthd(v.shape(), v);
-      cuda::attention_backward_bf16(shape, q.data_ptr<BFloat16>(), strides_of(q), k.data_ptr<BFloat16>(), strides_of(k),
-                                    v.data_ptr<BFloat16>(), strides_of(v), out.data_ptr<BFloat16>(), strides_of(out),
-                                    lse.data_ptr<float>(), g.data_ptr<BFloat16>(), strides_of(g),
-                                    dq.data_ptr<BFloat16>(), strides_of(dq), dk.data_ptr<BFloat16>(), strides_of(dk),
-                                    dv.data_ptr<BFloat16>(), strides_of(dv));
+      UOE_KERNEL(q, attention_backward_bf16(shape, q.data_ptr<BFloat16>(), strides_of(q), k.data_ptr<BFloat16>(),
+                                            strides_of(k), v.data_ptr<BFloat16>(), strides_of(v),
+                                            out.data_ptr<BFloat16>(), strides_of(out), lse.data_ptr<float>(),
+                                            g.data_ptr<BFloat16>(), strides_of(g), dq.data_ptr<BFloat16>(),
+                                            strides_of(dq), dk.data_ptr<BFloat16>(), strides_of(dk),
+                                            dv.data_ptr<BFloat16>(), strides_of(dv)));
       return {restore_dtype(dq, dt), restore_dtype(dk, dt), restore_dtype(dv, dt)};
     }
     const Tensor g = head_dim_contiguous(compute_view(g_in));
@@ -73,13 +74,13 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   const OnDevice on_device(q_in);
   const double scale_or_default = scale > 0 ? scale : 1.0 / std::sqrt(double(std::max<int64_t>(Dh, 1)));
   const kernels::AttnShape shape{B, H, Hkv, T, Dh, scale_or_default, causal};
-  if (native_bf16(q_in)) {  // bf16 operands directly, float32 lse, tensor cores where they apply
+  if (q_in.dtype() == DType::BFloat16) {  // bf16 operands directly, float32 lse (tensor cores, VDPBF16PS)
     const Tensor q = head_dim_contiguous(q_in), k = head_dim_contiguous(k_in), v = head_dim_contiguous(v_in);
     Tensor out = new_bthd(q.shape(), q);
     Tensor lse = empty({B, H, T}, TensorOptions{}.with_dtype(DType::Float32).with_device(q.device()));
-    cuda::attention_forward_bf16(shape, q.data_ptr<BFloat16>(), strides_of(q), k.data_ptr<BFloat16>(), strides_of(k),
-                                 v.data_ptr<BFloat16>(), strides_of(v), out.data_ptr<BFloat16>(), strides_of(out),
-                                 lse.data_ptr<float>());
+    UOE_KERNEL(q, attention_forward_bf16(shape, q.data_ptr<BFloat16>(), strides_of(q), k.data_ptr<BFloat16>(),
+                                         strides_of(k), v.data_ptr<BFloat16>(), strides_of(v),
+                                         out.data_ptr<BFloat16>(), strides_of(out), lse.data_ptr<float>()));
     if (auto node = autograd::record<AttentionBackward>(out, {q_in, k_in, v_in}, shape))
       node->save({q, k, v, out, lse});
     return out;

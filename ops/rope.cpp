@@ -9,8 +9,9 @@
 namespace uoe::ops {
 namespace {
 
+// bfloat16 goes to the kernels as it is (both backends rotate it in float32 and round once); float16 in float32.
 Tensor run_rope(const Tensor& x, double base, int64_t pos_offset, bool inverse) {
-  const Tensor xc = kernel_view(x).contiguous();
+  const Tensor xc = (x.dtype() == DType::BFloat16 ? x : compute_view(x)).contiguous();
   return restore_dtype(UOE_KERNEL(xc, rope(xc, base, pos_offset, inverse)), x.dtype());
 }
 

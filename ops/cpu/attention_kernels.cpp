@@ -1,40 +1,17 @@
 // CPU fused attention kernels: tiled online-softmax forward/backward, OpenMP-parallel, deterministic, ISA-dispatched.
 #include "ops/kernels/attention.h"
 
-#include <omp.h>
-
-#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <limits>
-#include <memory>
-#include <new>
 #include <vector>
 
-#include "core/error.h"
+#include "ops/cpu/attention_tasks.h"
 #include "ops/cpu/attention_tiles.h"
 
 namespace uoe::cpu {
 namespace {
-
-// Tile sizes: a thread holds score tiles of kBq query rows × kBk key rows (never the full T×T matrix).
-constexpr int kBq = 64;
-constexpr int kBk = 64;
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// ---------------------------------------------------------------------------------------------------------
-// Problem description shared by the tasks of one call.
-template <typename T>
-struct Ctx {
-  int64_t B, H, Hkv, len, Dh, G, nqb, nkb;  // len = sequence length T; G = H / Hkv q heads per kv head
-  T scale;
-  bool causal;
-  const T *q, *k, *v, *lse_in, *dout, *dsum;
-  AttnStrides qs, ks, vs, os, dos, dqs, dks, dvs;
-  T *out, *lse_out, *dq, *dk, *dv;
-};
 
 // Workspace elements per thread (upper bound for every task kind and ISA).
 size_t workspace_elems(int64_t Dh) {
@@ -52,13 +29,10 @@ UOE_ATTN_INLINE void fwd_task(const Ctx<T>& c, int64_t task, T* ws) {
   const int64_t Dh = c.Dh, Dhp = (Dh + W - 1) / W * W;
   const bool direct = Dh % W == 0;  // V rows can feed the GEMM in place
   // Tasks run the last (heaviest under a causal mask) query blocks first.
-  const int64_t bh = task % (c.B * c.H), qb = c.nqb - 1 - task / (c.B * c.H);
-  const int64_t b = bh / c.H, h = bh % c.H, hk = h / c.G;
-  const int64_t i0 = qb * kBq;
-  const int qn = int(std::min<int64_t>(kBq, c.len - i0));
-  const T* qp = c.q + b * c.qs.batch + h * c.qs.head + i0 * c.qs.time;
-  const T* kp = c.k + b * c.ks.batch + hk * c.ks.head;
-  const T* vp = c.v + b * c.vs.batch + hk * c.vs.head;
+  const auto [b, h, hk, i0, qn] = query_block(c, task);
+  const T* qp = c.q_row(b, h, i0);
+  const T* kp = c.k_row(b, hk, 0);
+  const T* vp = c.v_row(b, hk, 0);
 
   T* QT = ws;             // [Dh][kBq]
   T* ST = QT + Dh * kBq;  // [kBk][kBq]  scores, then probabilities, transposed
@@ -70,44 +44,27 @@ UOE_ATTN_INLINE void fwd_task(const Ctx<T>& c, int64_t task, T* ws) {
 
   pack_transposed(QT, kBq, qp, c.qs.time, qn, Dh);
   for (int i = 0; i < kBq; ++i) m[i] = -std::numeric_limits<T>::infinity(), l[i] = T(0);
-  const V sc = c.scale - V{}, ninf = -std::numeric_limits<T>::infinity() - V{};
+  const V sc = c.scale - V{};
 
   const int64_t nk = c.causal ? ceil_div(i0 + qn, kBk) : c.nkb;  // causal: blocks above the diagonal skipped
   for (int64_t kb = 0; kb < nk; ++kb) {
     const int64_t j0 = kb * kBk;
-    const int kn = int(std::min<int64_t>(kBk, c.len - j0));
+    const int kn = block_rows(c.len, j0, kBk);
     // ST[kn × kBq] = K[j0:j0+kn, :Dh] · QT[:Dh, :kBq]
     gemm<T, VB>(kn, kBq, int(Dh), kp + j0 * c.ks.time, c.ks.time, 1, QT, kBq, ST, kBq, 0);
     const bool diag = c.causal && j0 + kn - 1 > i0;  // some (query, key) pairs of this block are masked
-    for (int cv = 0; cv < kBq / W; ++cv) {           // W query columns at a time
-      V idx, mo, mx, lo;
+    for (int cv = 0; cv < kBq / W; ++cv) {  // W query columns at a time
+      V idx, mx, ms, a, sum = V{};
       S::iota(idx, cv * W);
-      S::load(mo, m + cv * W);
-      mx = mo;
-      for (int j = 0; j < kn; ++j) {  // column max over the kn keys
-        V s;
-        S::load(s, ST + j * kBq + cv * W);
-        s *= sc;
-        if (diag) s = idx >= T(j0 + j - i0) - V{} ? s : ninf;  // key j0+j visible to query i0+i iff i0+i >= j0+j
-        mx = mx > s ? mx : s;
-      }
-      const V ms = mx == ninf ? V{} : mx;  // fully masked column: keep p = 0, alpha = 1 harmless
-      V a = mo - ms, sum = V{};
-      S::exp(a);
+      column_max<T, VB>(mx, ms, a, m + cv * W, ST + cv * W, kBq, kn, sc, idx, diag, j0 - i0);
       for (int j = 0; j < kn; ++j) {  // p = exp(s·scale − max), column sums
         V s;
         S::load(s, ST + j * kBq + cv * W);
-        s = s * sc - ms;
-        S::exp(s);
-        if (diag) s = idx >= T(j0 + j - i0) - V{} ? s : V{};
+        exp_scores<T, VB>(s, sc, ms, idx, diag, j0 - i0, j);
         S::store(ST + j * kBq + cv * W, s);
         sum += s;
       }
-      S::load(lo, l + cv * W);
-      lo = a * lo + sum;
-      S::store(l + cv * W, lo);
-      S::store(m + cv * W, mx);
-      S::store(alpha + cv * W, a);
+      update_stats<T, VB>(m + cv * W, l + cv * W, alpha + cv * W, mx, a, sum);
     }
     const T* Bv = vp + j0 * c.vs.time;
     int64_t ldv = c.vs.time;
@@ -136,10 +93,7 @@ UOE_ATTN_INLINE void bwd_kv_task(const Ctx<T>& c, int64_t task, T* ws) {
   constexpr int W = S::W;
   const int64_t Dh = c.Dh, Dhp = (Dh + W - 1) / W * W;
   const bool direct = Dh % W == 0;
-  const int64_t bh = task % (c.B * c.Hkv), kb = task / (c.B * c.Hkv);  // heavy (early) causal blocks first
-  const int64_t b = bh / c.Hkv, hk = bh % c.Hkv;
-  const int64_t j0 = kb * kBk;
-  const int kn = int(std::min<int64_t>(kBk, c.len - j0));
+  const auto [b, hk, j0, kn] = key_block(c, task);
 
   T* KT = ws;               // [Dh][kBk]
   T* VT = KT + Dh * kBk;    // [Dh][kBk]
@@ -150,50 +104,47 @@ UOE_ATTN_INLINE void bwd_kv_task(const Ctx<T>& c, int64_t task, T* ws) {
   T* Qb = dV + kBk * Dhp;   // [kBq][Dhp] padded Q rows when Dh % W != 0
   T* dOb = Qb + kBq * Dhp;  // [kBq][Dhp] padded dO rows
 
-  pack_transposed(KT, kBk, c.k + b * c.ks.batch + hk * c.ks.head + j0 * c.ks.time, c.ks.time, kn, Dh);
-  pack_transposed(VT, kBk, c.v + b * c.vs.batch + hk * c.vs.head + j0 * c.vs.time, c.vs.time, kn, Dh);
+  pack_transposed(KT, kBk, c.k_row(b, hk, j0), c.ks.time, kn, Dh);
+  pack_transposed(VT, kBk, c.v_row(b, hk, j0), c.vs.time, kn, Dh);
   const V sc = c.scale - V{};
   bool first = true;
-  for (int64_t g = 0; g < c.G; ++g) {  // q heads of the group, fixed order
-    const int64_t h = hk * c.G + g;
-    for (int64_t qb = c.causal ? j0 / kBq : 0; qb < c.nqb; ++qb) {  // causal: query blocks below the diagonal
-      const int64_t i0 = qb * kBq;
-      const int qn = int(std::min<int64_t>(kBq, c.len - i0));
-      const T* qp = c.q + b * c.qs.batch + h * c.qs.head + i0 * c.qs.time;
-      const T* dop = c.dout + b * c.dos.batch + h * c.dos.head + i0 * c.dos.time;
-      const T* lse = c.lse_in + (b * c.H + h) * c.len + i0;
-      const T* dsum = c.dsum + (b * c.H + h) * c.len + i0;
-      // P[qn × kBk] = Q · KT ; dS[qn × kBk] = dO · VT (= dP)
-      gemm<T, VB>(qn, kBk, int(Dh), qp, c.qs.time, 1, KT, kBk, P, kBk, 0);
-      gemm<T, VB>(qn, kBk, int(Dh), dop, c.dos.time, 1, VT, kBk, dS, kBk, 0);
-      const bool diag = c.causal && j0 + kn - 1 > i0;
-      for (int i = 0; i < qn; ++i) {  // row i: p = exp(s·scale − lse), ds = p ⊙ (dp − D)
-        const V li = lse[i] - V{}, di = dsum[i] - V{}, thr = T(i0 + i - j0) - V{};
-        for (int cv = 0; cv < kBk / W; ++cv) {
-          V s, dp, idx;
-          S::load(s, P + i * kBk + cv * W);
-          S::load(dp, dS + i * kBk + cv * W);
-          s = s * sc - li;
-          S::exp(s);
-          if (diag) {
-            S::iota(idx, cv * W);
-            s = idx <= thr ? s : V{};
-          }
-          S::store(P + i * kBk + cv * W, s);
-          S::store(dS + i * kBk + cv * W, s * (dp - di));
+  const KeyBlockQueries queries = queries_of(c, hk, j0);
+  for (int64_t n = 0; n < queries.count(); ++n) {  // the query blocks that see this key block, fixed order
+    const auto [h, i0, qn] = queries.at(n);
+    const T* qp = c.q_row(b, h, i0);
+    const T* dop = c.dout_row(b, h, i0);
+    const T* lse = c.lse_row(b, h, i0);
+    const T* dsum = c.dsum_row(b, h, i0);
+    // P[qn × kBk] = Q · KT ; dS[qn × kBk] = dO · VT (= dP)
+    gemm<T, VB>(qn, kBk, int(Dh), qp, c.qs.time, 1, KT, kBk, P, kBk, 0);
+    gemm<T, VB>(qn, kBk, int(Dh), dop, c.dos.time, 1, VT, kBk, dS, kBk, 0);
+    const bool diag = c.causal && j0 + kn - 1 > i0;
+    for (int i = 0; i < qn; ++i) {  // row i: p = exp(s·scale − lse), ds = p ⊙ (dp − D)
+      const V li = lse[i] - V{}, di = dsum[i] - V{}, thr = T(i0 + i - j0) - V{};
+      for (int cv = 0; cv < kBk / W; ++cv) {
+        V s, dp, idx;
+        S::load(s, P + i * kBk + cv * W);
+        S::load(dp, dS + i * kBk + cv * W);
+        s = s * sc - li;
+        S::exp(s);
+        if (diag) {
+          S::iota(idx, cv * W);
+          s = idx <= thr ? s : V{};
         }
+        S::store(P + i * kBk + cv * W, s);
+        S::store(dS + i * kBk + cv * W, s * (dp - di));
       }
-      const T *Bq = qp, *Bdo = dop;
-      int64_t ldq = c.qs.time, lddo = c.dos.time;
-      if (!direct) {
-        pack_rows(Qb, Dhp, qp, ldq, qn, Dh), Bq = Qb, ldq = Dhp;
-        pack_rows(dOb, Dhp, dop, lddo, qn, Dh), Bdo = dOb, lddo = Dhp;
-      }
-      // dV[kn × Dhp] += P^T[kn × qn] · dO[qn × Dhp] ; dK[kn × Dhp] += dS^T · Q
-      gemm<T, VB>(kn, int(Dhp), qn, P, 1, kBk, Bdo, lddo, dV, Dhp, first ? 0 : 1);
-      gemm<T, VB>(kn, int(Dhp), qn, dS, 1, kBk, Bq, ldq, dK, Dhp, first ? 0 : 1);
-      first = false;
     }
+    const T *Bq = qp, *Bdo = dop;
+    int64_t ldq = c.qs.time, lddo = c.dos.time;
+    if (!direct) {
+      pack_rows(Qb, Dhp, qp, ldq, qn, Dh), Bq = Qb, ldq = Dhp;
+      pack_rows(dOb, Dhp, dop, lddo, qn, Dh), Bdo = dOb, lddo = Dhp;
+    }
+    // dV[kn × Dhp] += P^T[kn × qn] · dO[qn × Dhp] ; dK[kn × Dhp] += dS^T · Q
+    gemm<T, VB>(kn, int(Dhp), qn, P, 1, kBk, Bdo, lddo, dV, Dhp, first ? 0 : 1);
+    gemm<T, VB>(kn, int(Dhp), qn, dS, 1, kBk, Bq, ldq, dK, Dhp, first ? 0 : 1);
+    first = false;
   }
   T* dkp = c.dk + b * c.dks.batch + hk * c.dks.head + j0 * c.dks.time;
   T* dvp = c.dv + b * c.dvs.batch + hk * c.dvs.head + j0 * c.dvs.time;
@@ -214,12 +165,9 @@ UOE_ATTN_INLINE void bwd_q_task(const Ctx<T>& c, int64_t task, T* ws) {
   constexpr int W = S::W;
   const int64_t Dh = c.Dh, Dhp = (Dh + W - 1) / W * W;
   const bool direct = Dh % W == 0;
-  const int64_t bh = task % (c.B * c.H), qb = c.nqb - 1 - task / (c.B * c.H);
-  const int64_t b = bh / c.H, h = bh % c.H, hk = h / c.G;
-  const int64_t i0 = qb * kBq;
-  const int qn = int(std::min<int64_t>(kBq, c.len - i0));
-  const T* kp = c.k + b * c.ks.batch + hk * c.ks.head;
-  const T* vp = c.v + b * c.vs.batch + hk * c.vs.head;
+  const auto [b, h, hk, i0, qn] = query_block(c, task);
+  const T* kp = c.k_row(b, hk, 0);
+  const T* vp = c.v_row(b, hk, 0);
 
   T* QT = ws;               // [Dh][kBq]
   T* dOT = QT + Dh * kBq;   // [Dh][kBq]
@@ -230,17 +178,17 @@ UOE_ATTN_INLINE void bwd_q_task(const Ctx<T>& c, int64_t task, T* ws) {
   T* Lb = Kb + kBk * Dhp;   // [kBq] lse (0 past qn)
   T* Db = Lb + kBq;         // [kBq] D = rowsum(dout ⊙ out) (0 past qn)
 
-  pack_transposed(QT, kBq, c.q + b * c.qs.batch + h * c.qs.head + i0 * c.qs.time, c.qs.time, qn, Dh);
-  pack_transposed(dOT, kBq, c.dout + b * c.dos.batch + h * c.dos.head + i0 * c.dos.time, c.dos.time, qn, Dh);
+  pack_transposed(QT, kBq, c.q_row(b, h, i0), c.qs.time, qn, Dh);
+  pack_transposed(dOT, kBq, c.dout_row(b, h, i0), c.dos.time, qn, Dh);
   for (int i = 0; i < kBq; ++i) {
-    Lb[i] = i < qn ? c.lse_in[(b * c.H + h) * c.len + i0 + i] : T(0);
-    Db[i] = i < qn ? c.dsum[(b * c.H + h) * c.len + i0 + i] : T(0);
+    Lb[i] = i < qn ? c.lse_row(b, h, i0)[i] : T(0);
+    Db[i] = i < qn ? c.dsum_row(b, h, i0)[i] : T(0);
   }
   const V sc = c.scale - V{};
   const int64_t nk = c.causal ? ceil_div(i0 + qn, kBk) : c.nkb;
   for (int64_t kb = 0; kb < nk; ++kb) {
     const int64_t j0 = kb * kBk;
-    const int kn = int(std::min<int64_t>(kBk, c.len - j0));
+    const int kn = block_rows(c.len, j0, kBk);
     const T* kr = kp + j0 * c.ks.time;
     // ST[kn × kBq] = K · QT ; dST[kn × kBq] = V · dOT (= dP^T)
     gemm<T, VB>(kn, kBq, int(Dh), kr, c.ks.time, 1, QT, kBq, ST, kBq, 0);
@@ -255,9 +203,7 @@ UOE_ATTN_INLINE void bwd_q_task(const Ctx<T>& c, int64_t task, T* ws) {
         V s, dp;
         S::load(s, ST + j * kBq + cv * W);
         S::load(dp, dST + j * kBq + cv * W);
-        s = s * sc - li;
-        S::exp(s);
-        if (diag) s = idx >= T(j0 + j - i0) - V{} ? s : V{};
+        exp_scores<T, VB>(s, sc, li, idx, diag, j0 - i0, j);
         S::store(dST + j * kBq + cv * W, s * (dp - di));
       }
     }
@@ -328,38 +274,11 @@ auto select_task() {
   return &task_v1<T>;
 }
 
-// Runs tasks 0..ntask-1 over the OpenMP team; each task writes disjoint outputs and its arithmetic does not
-// depend on the thread that runs it, so the result is independent of the thread count and the schedule.
 template <typename T>
 void run_tasks(Kind kind, const Ctx<T>& c, int64_t ntask) {
   const auto fn = select_task<T>();
-  const size_t nws = workspace_elems(c.Dh);
-  const int nthreads = ntask > 1 ? omp_get_max_threads() : 1;
-  struct Free {
-    void operator()(T* p) const { ::operator delete(p, std::align_val_t{64}); }
-  };
-  // One workspace per thread, allocated here so that a failed allocation throws to the caller.
-  const std::unique_ptr<T, Free> ws(
-      static_cast<T*>(::operator new(sizeof(T) * nws * size_t(nthreads), std::align_val_t{64})));
-#pragma omp parallel num_threads(nthreads) if (nthreads > 1)
-  {
-    T* mine = ws.get() + nws * size_t(omp_get_thread_num());
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t t = 0; t < ntask; ++t) fn(kind, c, t, mine);
-  }
-}
-
-template <typename T>
-Ctx<T> make_ctx(const AttnShape& s) {
-  UOE_CHECK(s.B >= 0 && s.T >= 0 && s.Dh >= 0 && s.H > 0 && s.Hkv > 0, "attention: bad shape B=", s.B, " H=", s.H,
-            " Hkv=", s.Hkv, " T=", s.T, " Dh=", s.Dh);
-  UOE_CHECK(s.H % s.Hkv == 0, "attention: H=", s.H, " is not a multiple of Hkv=", s.Hkv);
-  UOE_CHECK(s.Dh <= (int64_t(1) << 20), "attention: head dim ", s.Dh, " too large");
-  Ctx<T> c{};
-  c.B = s.B, c.H = s.H, c.Hkv = s.Hkv, c.len = s.T, c.Dh = s.Dh, c.G = s.H / s.Hkv;
-  c.nqb = ceil_div(s.T, kBq), c.nkb = ceil_div(s.T, kBk);
-  c.scale = T(s.scale), c.causal = s.causal;
-  return c;
+  run_parallel(ntask, sizeof(T) * workspace_elems(c.Dh),
+               [&](int64_t t, std::byte* ws) { fn(kind, c, t, reinterpret_cast<T*>(ws)); });
 }
 
 }  // namespace
@@ -374,10 +293,7 @@ void attention_forward(const AttnShape& s, const T* q, AttnStrides qs, const T* 
                        AttnStrides vs, T* out, AttnStrides os, T* lse) {
   Ctx<T> c = make_ctx<T>(s);
   if (s.B == 0 || s.T == 0) return;
-  if (s.Dh == 0) {  // empty head dim: all scores are 0, lse = log(number of visible keys)
-    for (int64_t r = 0; r < s.B * s.H * s.T; ++r) lse[r] = std::log(T(s.causal ? r % s.T + 1 : s.T));
-    return;
-  }
+  if (s.Dh == 0) return lse_of_empty_heads(s, lse);
   c.q = q, c.k = k, c.v = v, c.qs = qs, c.ks = ks, c.vs = vs, c.out = out, c.os = os, c.lse_out = lse;
   run_tasks(Kind::fwd, c, c.B * c.H * c.nqb);
 }
@@ -391,19 +307,7 @@ void attention_backward(const AttnShape& s, const T* q, AttnStrides qs, const T*
   c.q = q, c.k = k, c.v = v, c.lse_in = lse, c.dout = dout;
   c.qs = qs, c.ks = ks, c.vs = vs, c.os = os, c.dos = dos, c.dqs = dqs, c.dks = dks, c.dvs = dvs;
   c.dq = dq, c.dk = dk, c.dv = dv;
-  // D[b,h,t] = rowsum(dout ⊙ out), contiguous [B,H,T]; one thread per row, fixed summation order.
-  std::vector<T> dsum(size_t(c.B * c.H * c.len));
-  const int64_t rows = c.B * c.H * c.len;
-#pragma omp parallel for schedule(static) if (rows > 256)
-  for (int64_t r = 0; r < rows; ++r) {  // r = (b·H + h)·T + t
-    const int64_t t = r % c.len, bh = r / c.len, b = bh / c.H, h = bh % c.H;
-    const T* o = out + b * os.batch + h * os.head + t * os.time;
-    const T* g = dout + b * dos.batch + h * dos.head + t * dos.time;
-    T acc = 0;
-#pragma omp simd reduction(+ : acc)
-    for (int64_t d = 0; d < c.Dh; ++d) acc += o[d] * g[d];
-    dsum[size_t(r)] = acc;
-  }
+  const std::vector<T> dsum = dout_out_row_sums(c, out, os, dout, dos);
   c.dsum = dsum.data();
   run_tasks(Kind::bwd_kv, c, c.B * c.Hkv * c.nkb);
   run_tasks(Kind::bwd_q, c, c.B * c.H * c.nqb);

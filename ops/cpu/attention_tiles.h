@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #define UOE_ATTN_INLINE inline __attribute__((always_inline))
@@ -66,20 +67,76 @@ struct Simd {
 };
 
 // ---------------------------------------------------------------------------------------------------------
+// Online softmax pieces on W query columns of transposed scores (key rows j, query columns; lane l is query i0+l'
+// of the block's first column). Under the causal mask key j0+j is visible to query i0+i iff i0+i >= j0+j, i.e. lane
+// idx[l] sees key row j iff idx[l] >= off + j with off = j0 - i0; diag says whether any pair of the block is masked.
+
+// s = exp(s·sc − sub) for key row j, 0 where masked.
+template <typename T, int VB>
+UOE_ATTN_INLINE void exp_scores(typename Simd<T, VB>::V& s, const typename Simd<T, VB>::V& sc,
+                                const typename Simd<T, VB>::V& sub, const typename Simd<T, VB>::V& idx, bool diag,
+                                int64_t off, int j) {
+  using V = typename Simd<T, VB>::V;
+  s = s * sc - sub;
+  Simd<T, VB>::exp(s);
+  if (diag) s = idx >= T(off + j) - V{} ? s : V{};
+}
+
+// The forward's block statistics from the running max m: mx = max(m, column max of sc·s over the kn key rows at
+// ST (row stride ld)), ms = mx or 0 where the column is fully masked (p = 0 there, alpha = 1 harmless), and
+// alpha = exp(m − ms), the rescale of what was summed so far.
+template <typename T, int VB>
+UOE_ATTN_INLINE void column_max(typename Simd<T, VB>::V& mx, typename Simd<T, VB>::V& ms,
+                                typename Simd<T, VB>::V& alpha, const T* m, const T* ST, int64_t ld, int kn,
+                                const typename Simd<T, VB>::V& sc, const typename Simd<T, VB>::V& idx, bool diag,
+                                int64_t off) {
+  using S = Simd<T, VB>;
+  using V = typename S::V;
+  const V ninf = -std::numeric_limits<T>::infinity() - V{};
+  V mo;
+  S::load(mo, m);
+  mx = mo;
+  for (int j = 0; j < kn; ++j) {  // column max over the kn keys
+    V s;
+    S::load(s, ST + j * ld);
+    s *= sc;
+    if (diag) s = idx >= T(off + j) - V{} ? s : ninf;
+    mx = mx > s ? mx : s;
+  }
+  ms = mx == ninf ? V{} : mx;
+  alpha = mo - ms;
+  S::exp(alpha);
+}
+
+// Ends a block: l = alpha·l + sum, m = mx, and alpha stored for the rescale of the output rows.
+template <typename T, int VB>
+UOE_ATTN_INLINE void update_stats(T* m, T* l, T* alpha_out, const typename Simd<T, VB>::V& mx,
+                                  const typename Simd<T, VB>::V& alpha, const typename Simd<T, VB>::V& sum) {
+  using S = Simd<T, VB>;
+  typename S::V lo;
+  S::load(lo, l);
+  lo = alpha * lo + sum;
+  S::store(l, lo);
+  S::store(m, mx);
+  S::store(alpha_out, alpha);
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // Small GEMM on tiles: C[M×N] = init + A[M×K] · B[K×N]. A(i,k) = A[i·ars + k·acs] (strides let A be a
 // transposed tile or rows of an input tensor), B rows are contiguous with leading dimension ldb, N % W == 0.
 // mode 0: init = 0; mode 1: init = C; mode 2: init = rs[i] · C (online-softmax rescale of the output rows).
-template <typename T>
+// (The bfloat16 tiles, attention_bf16_tiles.h, use the same arguments with TA = BFloat16, TC = float.)
+template <typename TA, typename TC = TA>
 struct GemmArgs {
   int M, N, K;
-  const T* A;
+  const TA* A;
   int64_t ars, acs;
-  const T* B;
+  const TA* B;
   int64_t ldb;
-  T* C;
+  TC* C;
   int64_t ldc;
   int mode;
-  const T* rs;
+  const TC* rs;
 };
 
 // Register-blocked micro kernel: R rows × CV vectors of C held in registers across the whole K loop.

@@ -5,7 +5,7 @@
 #include "core/tensor.h"
 
 #define UOE_ROPE_KERNELS                                                                                          \
-  /* x: contiguous [B, T, H, Dh] (Dh even), float32/float64, or bfloat16 on a GPU (rotated in float32) -> rotated  \
+  /* x: contiguous [B, T, H, Dh] (Dh even), float32/float64, or bfloat16 (rotated in float32) -> rotated         \
      copy on x's device; inverse rotates by the negative angle (the backward). Pairs (i, i + Dh/2) of position    \
      p = t + pos_offset turn by p * base^(-2i/Dh); the angle, its cosine and sine are computed in double on both  \
      backends, then rounded to the dtype. */                                                                      \

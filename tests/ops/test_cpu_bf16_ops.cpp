@@ -68,5 +68,20 @@ TEST(CpuBf16Ops, ExpertFfnForwardAndBackward) {
   }, 1e-2);
 }
 
+// Fused attention on bfloat16 q, k, v (ops/cpu/attention_bf16.cpp): grouped-query heads, a head dim and a length
+// that are not multiples of the tiles, causal and full.
+TEST(CpuBf16Ops, AttentionForwardAndBackward) {
+  for (bool causal : {true, false})
+    expect_bf16_matches_f32({{2, 4, 70, 17}, {2, 2, 70, 17}, {2, 2, 70, 17}}, [&](const V& x) {
+      return ops::scaled_dot_product_attention(x[0], x[1], x[2], causal);
+    }, 1e-2);
+}
+
+// rope on bfloat16 x (ops/cpu/rope_kernels.cpp): rotated in float32 and rounded once, so within one bfloat16
+// rounding (2^-8 relative to the largest element) of float32; the backward is the inverse rotation.
+TEST(CpuBf16Ops, RopeForwardAndBackward) {
+  expect_bf16_matches_f32({{2, 9, 3, 16}}, [](const V& x) { return ops::rope(x[0], 10000.0, 3); }, 1.0 / 256);
+}
+
 }  // namespace
 }  // namespace uoe::testing
