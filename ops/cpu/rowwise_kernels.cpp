@@ -55,7 +55,7 @@ UOE_ALWAYS_INLINE void prefetch_row(const void* p, int64_t bytes) {
 
 // ---- vectorised row reductions (inlined into the clones) --------------------------------------------------
 // Elements are stored as S (T itself, or bfloat16 with T = float) and computed in T: T(x[j]) widens a bfloat16
-// exactly, S(v) rounds once. With S = T every body is the plain T code.
+// exactly, put() rounds once. With S = T every body is the plain T code.
 // max_j x[j]                                                                  x: [n]
 template <class T, class S>
 UOE_ALWAYS_INLINE T row_max(const S* x, int64_t n) {
@@ -87,6 +87,12 @@ UOE_ALWAYS_INLINE T row_sum(const S* a, int64_t n) {
   for (int64_t j = 0; j < n; ++j) s += T(a[j]);
   return s;
 }
+// dst = v rounded to S. A bfloat16 is written as its bits: GCC vectorises that, not a copy of the struct.
+template <class S, class T>
+UOE_ALWAYS_INLINE void put(S& dst, T v) {
+  if constexpr (std::is_same_v<S, BFloat16>) dst.bits = float_to_bf16_bits(v);
+  else dst = v;
+}
 template <class T>
 UOE_ALWAYS_INLINE T inv_sqrt(T v) {
   return T(1) / std::sqrt(v);
@@ -115,7 +121,7 @@ UOE_SIMD void softmax_fwd_rows(int64_t r0, int64_t r1, int64_t n, const S* x, S*
     } else {  // a rounded store of exp would be rounded twice: exp is recomputed, the output rounded once
       const T inv = T(1) / row_sum_exp(xr, m, n);
 #pragma omp simd
-      for (int64_t j = 0; j < n; ++j) yr[j] = S(vm::exp_ftz(T(xr[j]) - m) * inv);
+      for (int64_t j = 0; j < n; ++j) put(yr[j], vm::exp_ftz(T(xr[j]) - m) * inv);
     }
   }
 }
@@ -126,7 +132,7 @@ UOE_SIMD void softmax_bwd_rows(int64_t r0, int64_t r1, int64_t n, const S* y, co
     S* dxr = dx + r * n;
     const T dot = row_dot<T>(dyr, yr, n);
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) dxr[j] = S(T(yr[j]) * (T(dyr[j]) - dot));
+    for (int64_t j = 0; j < n; ++j) put(dxr[j], T(yr[j]) * (T(dyr[j]) - dot));
   }
 }
 template <class T, class S>
@@ -138,7 +144,7 @@ UOE_SIMD void log_softmax_fwd_rows(int64_t r0, int64_t r1, int64_t n, const S* x
     if (r + 1 < r1) prefetch_row(xr + n, n * int64_t(sizeof(S)));
     const T log_s = vm::log(row_sum_exp(xr, m, n));
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) yr[j] = S((T(xr[j]) - m) - log_s);
+    for (int64_t j = 0; j < n; ++j) put(yr[j], (T(xr[j]) - m) - log_s);
   }
 }
 template <class T, class S>
@@ -148,7 +154,7 @@ UOE_SIMD void log_softmax_bwd_rows(int64_t r0, int64_t r1, int64_t n, const S* y
     S* dxr = dx + r * n;
     const T sdy = row_sum<T>(dyr, n);
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) dxr[j] = S(T(dyr[j]) - vm::exp_ftz(T(yr[j])) * sdy);
+    for (int64_t j = 0; j < n; ++j) put(dxr[j], T(dyr[j]) - vm::exp_ftz(T(yr[j])) * sdy);
   }
 }
 
@@ -163,7 +169,7 @@ UOE_SIMD void rms_fwd_rows(int64_t r0, int64_t r1, int64_t n, const S* x, const 
     if (r + 1 < r1) prefetch_row(xr + n, n * int64_t(sizeof(S)));
     if (rstd) rstd[r] = rs;
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) yr[j] = S((T(xr[j]) * rs) * T(w[j]));
+    for (int64_t j = 0; j < n; ++j) put(yr[j], (T(xr[j]) * rs) * T(w[j]));
   }
 }
 // pw: this chunk's partial dweight [n] (zeroed here) or null
@@ -184,11 +190,11 @@ UOE_SIMD void rms_bwd_rows(int64_t r0, int64_t r1, int64_t n, const S* x, const 
       for (int64_t j = 0; j < n; ++j) {
         const T xj = T(xr[j]), dyj = T(dyr[j]);
         pw[j] += dyj * (xj * rs);
-        dxr[j] = S(rs * (dyj * T(w[j])) - xj * c);
+        put(dxr[j], rs * (dyj * T(w[j])) - xj * c);
       }
     } else {
 #pragma omp simd
-      for (int64_t j = 0; j < n; ++j) dxr[j] = S(rs * (T(dyr[j]) * T(w[j])) - T(xr[j]) * c);
+      for (int64_t j = 0; j < n; ++j) put(dxr[j], rs * (T(dyr[j]) * T(w[j])) - T(xr[j]) * c);
     }
   }
 }
@@ -209,7 +215,7 @@ UOE_SIMD void ln_fwd_rows(int64_t r0, int64_t r1, int64_t n, const S* x, const S
     if (mean) mean[r] = mu;
     if (rstd) rstd[r] = rs;
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) yr[j] = S(((T(xr[j]) - mu) * rs) * T(w[j]) + T(b[j]));
+    for (int64_t j = 0; j < n; ++j) put(yr[j], ((T(xr[j]) - mu) * rs) * T(w[j]) + T(b[j]));
   }
 }
 // pw, pb: this chunk's partial dweight / dbias [n] (zeroed here), both null or both non-null
@@ -238,12 +244,12 @@ UOE_SIMD void ln_bwd_rows(int64_t r0, int64_t r1, int64_t n, const S* x, const S
         const T xhat = (T(xr[j]) - mu) * rs, dyj = T(dyr[j]);
         pw[j] += dyj * xhat;
         pb[j] += dyj;
-        dxr[j] = S(rs * ((dyj * T(w[j]) - a) - xhat * c));
+        put(dxr[j], rs * ((dyj * T(w[j]) - a) - xhat * c));
       }
     } else {
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j)
-        dxr[j] = S(rs * ((T(dyr[j]) * T(w[j]) - a) - ((T(xr[j]) - mu) * rs) * c));
+        put(dxr[j], rs * ((T(dyr[j]) * T(w[j]) - a) - ((T(xr[j]) - mu) * rs) * c));
     }
   }
 }
@@ -290,7 +296,7 @@ UOE_SIMD void ce_bwd_rows(int64_t r0, int64_t r1, int64_t v, const S* logits, co
 #pragma omp simd
     for (int64_t j = 0; j < v; ++j) {
       const T d = vm::exp_ftz(T(xr[j]) - l) * g;
-      dr[j] = S(j == t ? d - g : d);
+      put(dr[j], j == t ? d - g : d);
     }
   }
 }
