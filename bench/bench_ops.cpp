@@ -82,29 +82,36 @@ BENCHMARK(BM_Unary<ops::exp>)->Name("BM_Exp")->Unit(benchmark::kMillisecond)->Us
 BENCHMARK(BM_Unary<ops::silu>)->Name("BM_Silu")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Unary<ops::tanh>)->Name("BM_Tanh")->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// Row ops over [rows, 1024] float32 (64 MiB in, 64 MiB out).
+// Row ops over [rows, 1024] (64 Mi elements in, as many out) in float32, and in bfloat16, which the CPU kernels
+// read and write as it is (half the bytes).
+template <DType D>
 void BM_Softmax(benchmark::State& state) {
-  const Tensor x = randn({kElems / 1024, 1024});
+  const Tensor x = randn({kElems / 1024, 1024}).to(D);
   for (auto _ : state) benchmark::DoNotOptimize(ops::softmax(x, -1).raw_data());
-  set_bandwidth(state, 2.0 * kElems * sizeof(float));
+  set_bandwidth(state, 2.0 * kElems * double(dtype_size(D)));
 }
-BENCHMARK(BM_Softmax)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Softmax<DType::Float32>)->Name("BM_Softmax")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Softmax<DType::BFloat16>)->Name("BM_SoftmaxBf16")->Unit(benchmark::kMillisecond)->UseRealTime();
 
+template <DType D>
 void BM_RMSNorm(benchmark::State& state) {
-  const Tensor x = randn({kElems / 1024, 1024}), w = randn({1024});
+  const Tensor x = randn({kElems / 1024, 1024}).to(D), w = randn({1024}).to(D);
   for (auto _ : state) benchmark::DoNotOptimize(ops::rms_norm(x, w).raw_data());
-  set_bandwidth(state, 2.0 * kElems * sizeof(float));
+  set_bandwidth(state, 2.0 * kElems * double(dtype_size(D)));
 }
-BENCHMARK(BM_RMSNorm)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_RMSNorm<DType::Float32>)->Name("BM_RMSNorm")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_RMSNorm<DType::BFloat16>)->Name("BM_RMSNormBf16")->Unit(benchmark::kMillisecond)->UseRealTime();
 
+template <DType D>
 void BM_CrossEntropy(benchmark::State& state) {
   const int64_t V = 1024, N = kElems / V;
-  const Tensor logits = randn({N, V});
+  const Tensor logits = randn({N, V}).to(D);
   const Tensor targets = randint(0, V, {N});
   for (auto _ : state) benchmark::DoNotOptimize(ops::cross_entropy(logits, targets).raw_data());
-  set_bandwidth(state, 1.0 * kElems * sizeof(float));
+  set_bandwidth(state, 1.0 * kElems * double(dtype_size(D)));
 }
-BENCHMARK(BM_CrossEntropy)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_CrossEntropy<DType::Float32>)->Name("BM_CrossEntropy")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_CrossEntropy<DType::BFloat16>)->Name("BM_CrossEntropyBf16")->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Causal attention forward + backward in dtype dt, q/k/v [B, H, T, Dh];
 // FLOPs: forward 4 B H T^2 Dh / 2 (causal half), backward 2.5x that.

@@ -38,9 +38,10 @@ std::pair<double, double> ffn_params(const ModelConfig& c) {
 // ---- training memory ---------------------------------------------------------------------------------------
 // Every term follows what the forward code keeps for backward (nn/transformer.cpp, nn/attention.cpp,
 // nn/layers.cpp, nn/ffn.cpp, nn/moe_ffn.cpp, nn/uoe_ffn.cpp and the saves of the ops' backward nodes) and what
-// the backward allocates. CPU kernels compute reduced floats in float32, so with bfloat16 compute the attention,
-// group_l2norm and the loss keep float32 copies of their inputs, and every elementwise op works through float32
-// copies of its operands; matmul and expert_ffn run bfloat16 GEMMs on their inputs as they are.
+// the backward allocates. CPU kernels compute reduced floats in float32, so with bfloat16 compute the attention
+// and group_l2norm keep float32 copies of their inputs, and every elementwise op works through float32 copies of
+// its operands; matmul and expert_ffn run bfloat16 GEMMs on their inputs as they are, and the loss reads bfloat16
+// logits as they are.
 
 constexpr double kF32 = 4, kI64 = 8;
 
@@ -276,19 +277,18 @@ Part head_part(const ModelConfig& m, const Step& s) {
   Part h;
   h.saved = s.act(d, kF32) + s.act(1, kF32)                // final norm: the last block's output [N, d], 1/rms [N]
             + s.act(d, s.c)                                // head input [N, d]
-            + s.act(V, kF32) + s.act(1, kF32);             // cross_entropy: float32 logits [N, V], log-sum-exp [N]
+            + s.act(V, s.c) + s.act(1, kF32);              // cross_entropy: the logits [N, V], float32 log-sum-exp [N]
   h.copies = s.mixed ? tensor_bytes(V * d, s.c) : 0;       // the head (or tied embedding) weight cast
   h.grads = tensor_bytes(V * d, s.p) + tensor_bytes(d, s.p);  // head (tied: held for the embedding's), final norm
-  // backward: cross_entropy's d logits [N, V] (float32) while the logits are kept; then the head's matmul, the
-  // logits released, from d logits in the compute dtype (and its float32 copy with the weight's when mixed):
+  // backward: cross_entropy's d logits [N, V] (compute dtype) while the logits are kept; then the head's matmul,
+  // d logits (read as they are) in the place of the released logits, with the weight's float32 copy when mixed:
   // dx [N, d], then dW [V, d] (float32, restored to the compute dtype when mixed; an untied head's copied into
   // .grad)
   const double copy = s.f32 ? 0 : kF32, restored = s.f32 ? 0 : s.c;
-  const double dlogits = s.act(V, s.c) + s.act(V, copy) - s.act(V, kF32);
-  const double dx = dlogits + tensor_bytes(V * d, copy) + s.act(d, kF32 + restored);
-  const double dw = dlogits + s.act(d, restored + copy) + tensor_bytes(V * d, kF32 + restored) +
+  const double dx = tensor_bytes(V * d, copy) + s.act(d, kF32 + restored);
+  const double dw = s.act(d, restored + copy) + tensor_bytes(V * d, kF32 + restored) +
                     (m.tied_embeddings ? 0 : tensor_bytes(V * d, s.p));
-  h.work = std::max({s.act(V, kF32), dx, dw});
+  h.work = std::max({s.act(V, s.c), dx, dw});
   return h;
 }
 

@@ -11,7 +11,7 @@
 namespace uoe::ops {
 namespace {
 
-// Calls f with the logits' pointer as the kernels read them: bfloat16 (a GPU's, the statistics T = float32), or T.
+// Calls f with the logits' pointer as the kernels read them: bfloat16 (the statistics T = float32), or T.
 template <class T, class F>
 void with_logits(const Tensor& logits, F&& f) {
   if constexpr (std::is_same_v<T, float>) {
@@ -30,7 +30,7 @@ struct CrossEntropyBackward final : autograd::Node {
       : ignore_index(ig), count(c), in_shape(std::move(s)), in_dtype(d) {}
   std::string name() const override { return "cross_entropy"; }
   std::vector<Tensor> apply(const Tensor& g) override {
-    // logits as the forward read them: bfloat16 on a GPU, else in the compute dtype (that of lse)
+    // logits as the forward read them: bfloat16 as they are, else in the compute dtype (that of lse)
     const Tensor logits = saved(0), targets = saved(1), lse = saved(2);
     const OnDevice on_device(logits);  // the kernels run on the current GPU
     const int64_t V = logits.size(-1), N = logits.numel() / std::max<int64_t>(V, 1);
@@ -50,8 +50,8 @@ struct CrossEntropyBackward final : autograd::Node {
 };
 
 // Checks and counts the targets (on a GPU on the device: the one synchronisation, three numbers copied back), then
-// loss = sum of loss_per_row (in double, in a fixed order) / count. Returns count. Logits: bfloat16 on a GPU (lse
-// and loss in float32), or in the compute dtype of lse and loss.
+// loss = sum of loss_per_row (in double, in a fixed order) / count. Returns count. Logits: bfloat16 (lse and loss
+// in float32), or in the compute dtype of lse and loss.
 //                          logits: [N, V] contiguous; targets: [N] int64; lse: [N]; loss: [] (written)
 int64_t forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index, const Tensor& lse,
                 const Tensor& loss) {
@@ -86,8 +86,10 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in, int64_t 
   const Shape want(logits_in.shape().begin(), logits_in.shape().end() - 1);
   UOE_CHECK(targets_in.shape() == want, "[cross_entropy] logits are ", shape_str(logits_in.shape()),
             " so targets must be ", shape_str(want), ", got ", shape_str(targets_in.shape()));
-  // bfloat16 logits on a GPU are read as they are; elsewhere reduced floats go through a float32 copy
-  const Tensor logits = kernel_view(logits_in).detach().contiguous();
+  // bfloat16 logits are read as they are (both backends have that case; no float32 copy of the whole logits, and
+  // the gradient is written in bfloat16); other reduced floats go through a float32 copy
+  const bool bf16 = logits_in.dtype() == DType::BFloat16;
+  const Tensor logits = (bf16 ? logits_in : compute_view(logits_in)).detach().contiguous();
   const Tensor targets = targets_in.to(DType::Int64).contiguous();
   const int64_t N = targets.numel();
   const TensorOptions stats =

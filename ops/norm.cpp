@@ -1,10 +1,13 @@
-// rms_norm and layer_norm over the last dim: fused row kernels, forward beside backward.
+// rms_norm and layer_norm over the last dim: fused row kernels, forward beside backward. bfloat16 on the CPU runs
+// the kernels' bfloat16 case (saved: the bfloat16 input, float32 per-row statistics); other reduced floats, and a
+// GPU's, go through float32 copies.
 #include "autograd/node.h"
 #include "core/error.h"
 #include "ops/backend.h"
 #include "ops/kernels/rowwise.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
+#include "ops/rowwise_bf16.h"
 
 namespace uoe::ops {
 namespace {
@@ -30,8 +33,13 @@ int64_t check_norm(const char* op, const Tensor& x, const Tensor& weight, const 
   return d;
 }
 
-// Contiguous compute-dtype copy of an optional parameter.
-Tensor param(const Tensor& p) { return p.defined() ? compute_view(p).detach().contiguous() : Tensor(); }
+// What the row kernels read: t itself where they have its bfloat16 case, else its compute-dtype view; contiguous.
+Tensor rows_of(const Tensor& t) { return (rowwise_bf16(t) ? t : compute_view(t)).detach().contiguous(); }
+Tensor param(const Tensor& p) { return p.defined() ? rows_of(p) : Tensor(); }
+// The per-row statistics and the parameter gradients the kernels write for rows stored like x: float32 for bfloat16.
+TensorOptions stats_like(const Tensor& x) { return like(x).with_dtype(compute_dtype(x.dtype())); }
+// The gradient of the output as the kernels read it, in the dtype of the saved rows x.
+Tensor grad_rows(const Tensor& g, const Tensor& x) { return g.to(x.dtype()).contiguous(); }
 
 struct RmsNormBackward final : autograd::Node {
   DType dtype;
@@ -40,13 +48,16 @@ struct RmsNormBackward final : autograd::Node {
   std::vector<Tensor> apply(const Tensor& g_in) override {
     const Tensor x = saved(0), w = saved(1), rstd = saved(2);
     const OnDevice on_device(x);  // the row kernels run on the current GPU
-    const Tensor g = compute_view(g_in).contiguous();
+    const Tensor g = grad_rows(g_in, x);
     const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
     Tensor dx = empty(x.shape(), like(x));
     // no rows: the kernels write nothing, and the weight's gradient is zero
     const auto param_grad = rows ? empty : zeros;
-    Tensor dw = w.defined() && next[1] ? param_grad(w.shape(), like(w)) : Tensor();
-    dispatch_float(x.dtype(), "rms_norm", [&](auto tag) {
+    Tensor dw = w.defined() && next[1] ? param_grad(w.shape(), stats_like(x)) : Tensor();
+    if (rowwise_bf16(x))
+      cpu::rms_norm_backward(rows, d, x.data_ptr<BFloat16>(), ptr_or_null<BFloat16>(w), rstd.data_ptr<float>(),
+                             g.data_ptr<BFloat16>(), dx.data_ptr<BFloat16>(), mut_ptr_or_null<float>(dw));
+    else dispatch_float(x.dtype(), "rms_norm", [&](auto tag) {
       using T = typename decltype(tag)::type;
       UOE_KERNEL(x, rms_norm_backward<T>(rows, d, x.data_ptr<T>(), ptr_or_null<T>(w), rstd.data_ptr<T>(),
                                          g.data_ptr<T>(), dx.data_ptr<T>(), mut_ptr_or_null<T>(dw)));
@@ -62,13 +73,17 @@ struct LayerNormBackward final : autograd::Node {
   std::vector<Tensor> apply(const Tensor& g_in) override {
     const Tensor x = saved(0), w = saved(1), b = saved(2), mean = saved(3), rstd = saved(4);
     const OnDevice on_device(x);
-    const Tensor g = compute_view(g_in).contiguous();
+    const Tensor g = grad_rows(g_in, x);
     const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
     Tensor dx = empty(x.shape(), like(x));
     const auto param_grad = rows ? empty : zeros;  // no rows: zero gradients, the kernels write nothing
-    Tensor dw = w.defined() && next[1] ? param_grad(w.shape(), like(w)) : Tensor();
-    Tensor db = b.defined() && next[2] ? param_grad(b.shape(), like(b)) : Tensor();
-    dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
+    Tensor dw = w.defined() && next[1] ? param_grad(w.shape(), stats_like(x)) : Tensor();
+    Tensor db = b.defined() && next[2] ? param_grad(b.shape(), stats_like(x)) : Tensor();
+    if (rowwise_bf16(x))
+      cpu::layer_norm_backward(rows, d, x.data_ptr<BFloat16>(), ptr_or_null<BFloat16>(w), mean.data_ptr<float>(),
+                               rstd.data_ptr<float>(), g.data_ptr<BFloat16>(), dx.data_ptr<BFloat16>(),
+                               mut_ptr_or_null<float>(dw), mut_ptr_or_null<float>(db));
+    else dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
       using T = typename decltype(tag)::type;
       UOE_KERNEL(x, layer_norm_backward<T>(rows, d, x.data_ptr<T>(), ptr_or_null<T>(w), mean.data_ptr<T>(),
                                            rstd.data_ptr<T>(), g.data_ptr<T>(), dx.data_ptr<T>(),
@@ -84,10 +99,13 @@ struct LayerNormBackward final : autograd::Node {
 Tensor rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
   const int64_t d = check_norm("rms_norm", x_in, weight, Tensor());
   const OnDevice on_device(x_in);  // the row kernels run on the current GPU
-  const Tensor x = compute_view(x_in).detach().contiguous(), w = param(weight);
+  const Tensor x = rows_of(x_in), w = param(weight);
   const int64_t rows = d ? x.numel() / d : 0;
-  Tensor y = empty(x.shape(), like(x)), rstd = empty({rows}, like(x));
-  dispatch_float(x.dtype(), "rms_norm", [&](auto tag) {
+  Tensor y = empty(x.shape(), like(x)), rstd = empty({rows}, stats_like(x));
+  if (rowwise_bf16(x))
+    cpu::rms_norm_forward(rows, d, x.data_ptr<BFloat16>(), ptr_or_null<BFloat16>(w), eps, y.data_ptr<BFloat16>(),
+                          rstd.data_ptr<float>());
+  else dispatch_float(x.dtype(), "rms_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     UOE_KERNEL(x, rms_norm_forward<T>(rows, d, x.data_ptr<T>(), ptr_or_null<T>(w), T(eps), y.data_ptr<T>(),
                                       rstd.data_ptr<T>()));
@@ -100,10 +118,13 @@ Tensor rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
 Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, double eps) {
   const int64_t d = check_norm("layer_norm", x_in, weight, bias);
   const OnDevice on_device(x_in);
-  const Tensor x = compute_view(x_in).detach().contiguous(), w = param(weight), b = param(bias);
+  const Tensor x = rows_of(x_in), w = param(weight), b = param(bias);
   const int64_t rows = d ? x.numel() / d : 0;
-  Tensor y = empty(x.shape(), like(x)), mean = empty({rows}, like(x)), rstd = empty({rows}, like(x));
-  dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
+  Tensor y = empty(x.shape(), like(x)), mean = empty({rows}, stats_like(x)), rstd = empty({rows}, stats_like(x));
+  if (rowwise_bf16(x))
+    cpu::layer_norm_forward(rows, d, x.data_ptr<BFloat16>(), ptr_or_null<BFloat16>(w), ptr_or_null<BFloat16>(b), eps,
+                            y.data_ptr<BFloat16>(), mean.data_ptr<float>(), rstd.data_ptr<float>());
+  else dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     UOE_KERNEL(x, layer_norm_forward<T>(rows, d, x.data_ptr<T>(), ptr_or_null<T>(w), ptr_or_null<T>(b), T(eps),
                                         y.data_ptr<T>(), mean.data_ptr<T>(), rstd.data_ptr<T>()));

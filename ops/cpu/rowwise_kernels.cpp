@@ -1,5 +1,6 @@
 // uoe::cpu row-wise kernels: per-row bodies (UOE_SIMD, vectorised with vm:: math) and their OpenMP drivers; the
-// cross-entropy op's helpers (target check, mean, per-row scale, bfloat16 logits through the float32 kernels).
+// cross-entropy op's helpers (target check, mean, per-row scale). Every body reads and writes its rows in their
+// storage type (T, or bfloat16 computed in float32 registers), so bfloat16 rows never pass through a float32 copy.
 #include "ops/kernels/rowwise.h"
 
 #include <omp.h>
@@ -10,6 +11,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ops/cpu/simd.h"
@@ -52,36 +54,44 @@ UOE_ALWAYS_INLINE void prefetch_row(const void* p, int64_t bytes) {
 }
 
 // ---- vectorised row reductions (inlined into the clones) --------------------------------------------------
+// Elements are stored as S (T itself, or bfloat16 with T = float) and computed in T: T(x[j]) widens a bfloat16
+// exactly, put() rounds once. With S = T every body is the plain T code.
 // max_j x[j]                                                                  x: [n]
-template <class T>
-UOE_ALWAYS_INLINE T row_max(const T* x, int64_t n) {
+template <class T, class S>
+UOE_ALWAYS_INLINE T row_max(const S* x, int64_t n) {
   T m = -std::numeric_limits<T>::infinity();
 #pragma omp simd reduction(max : m)
-  for (int64_t j = 0; j < n; ++j) m = x[j] > m ? x[j] : m;
+  for (int64_t j = 0; j < n; ++j) m = T(x[j]) > m ? T(x[j]) : m;
   return m;
 }
 // sum_j exp(x[j] - m)                                                         x: [n]
-template <class T>
-UOE_ALWAYS_INLINE T row_sum_exp(const T* x, T m, int64_t n) {
+template <class T, class S>
+UOE_ALWAYS_INLINE T row_sum_exp(const S* x, T m, int64_t n) {
   T s = 0;
 #pragma omp simd reduction(+ : s)
-  for (int64_t j = 0; j < n; ++j) s += vm::exp_ftz(x[j] - m);
+  for (int64_t j = 0; j < n; ++j) s += vm::exp_ftz(T(x[j]) - m);
   return s;
 }
 // sum_j a[j] * b[j]                                                           a, b: [n]
-template <class T>
-UOE_ALWAYS_INLINE T row_dot(const T* a, const T* b, int64_t n) {
+template <class T, class S>
+UOE_ALWAYS_INLINE T row_dot(const S* a, const S* b, int64_t n) {
   T s = 0;
 #pragma omp simd reduction(+ : s)
-  for (int64_t j = 0; j < n; ++j) s += a[j] * b[j];
+  for (int64_t j = 0; j < n; ++j) s += T(a[j]) * T(b[j]);
   return s;
 }
-template <class T>
-UOE_ALWAYS_INLINE T row_sum(const T* a, int64_t n) {
+template <class T, class S>
+UOE_ALWAYS_INLINE T row_sum(const S* a, int64_t n) {
   T s = 0;
 #pragma omp simd reduction(+ : s)
-  for (int64_t j = 0; j < n; ++j) s += a[j];
+  for (int64_t j = 0; j < n; ++j) s += T(a[j]);
   return s;
+}
+// dst = v rounded to S. A bfloat16 is written as its bits: GCC vectorises that, not a copy of the struct.
+template <class S, class T>
+UOE_ALWAYS_INLINE void put(S& dst, T v) {
+  if constexpr (std::is_same_v<S, BFloat16>) dst.bits = float_to_bf16_bits(v);
+  else dst = v;
 }
 template <class T>
 UOE_ALWAYS_INLINE T inv_sqrt(T v) {
@@ -90,149 +100,156 @@ UOE_ALWAYS_INLINE T inv_sqrt(T v) {
 
 // ---- softmax / log_softmax --------------------------------------------------------------------------------
 // rows [r0, r1) of x, y: [rows, n]
-template <class T>
-UOE_SIMD void softmax_fwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, T* y) {
+template <class T, class S>
+UOE_SIMD void softmax_fwd_rows(int64_t r0, int64_t r1, int64_t n, const S* x, S* y) {
   for (int64_t r = r0; r < r1; ++r) {
-    const T* xr = x + r * n;
-    T* yr = y + r * n;
-    const T m = row_max(xr, n);
-    if (r + 1 < r1) prefetch_row(xr + n, n * int64_t(sizeof(T)));
-    T s = 0;
+    const S* xr = x + r * n;
+    S* yr = y + r * n;
+    const T m = row_max<T>(xr, n);
+    if (r + 1 < r1) prefetch_row(xr + n, n * int64_t(sizeof(S)));
+    if constexpr (std::is_same_v<S, T>) {  // exp stored once, then scaled in place
+      T s = 0;
 #pragma omp simd reduction(+ : s)
-    for (int64_t j = 0; j < n; ++j) {
-      const T e = vm::exp_ftz(xr[j] - m);
-      yr[j] = e;
-      s += e;
+      for (int64_t j = 0; j < n; ++j) {
+        const T e = vm::exp_ftz(xr[j] - m);
+        yr[j] = e;
+        s += e;
+      }
+      const T inv = T(1) / s;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) yr[j] *= inv;
+    } else {  // a rounded store of exp would be rounded twice: exp is recomputed, the output rounded once
+      const T inv = T(1) / row_sum_exp(xr, m, n);
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) put(yr[j], vm::exp_ftz(T(xr[j]) - m) * inv);
     }
-    const T inv = T(1) / s;
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j) yr[j] *= inv;
   }
 }
-template <class T>
-UOE_SIMD void softmax_bwd_rows(int64_t r0, int64_t r1, int64_t n, const T* y, const T* dy, T* dx) {
+template <class T, class S>
+UOE_SIMD void softmax_bwd_rows(int64_t r0, int64_t r1, int64_t n, const S* y, const S* dy, S* dx) {
   for (int64_t r = r0; r < r1; ++r) {
-    const T *yr = y + r * n, *dyr = dy + r * n;
-    T* dxr = dx + r * n;
-    const T dot = row_dot(dyr, yr, n);
+    const S *yr = y + r * n, *dyr = dy + r * n;
+    S* dxr = dx + r * n;
+    const T dot = row_dot<T>(dyr, yr, n);
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) dxr[j] = yr[j] * (dyr[j] - dot);
+    for (int64_t j = 0; j < n; ++j) put(dxr[j], T(yr[j]) * (T(dyr[j]) - dot));
   }
 }
-template <class T>
-UOE_SIMD void log_softmax_fwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, T* y) {
+template <class T, class S>
+UOE_SIMD void log_softmax_fwd_rows(int64_t r0, int64_t r1, int64_t n, const S* x, S* y) {
   for (int64_t r = r0; r < r1; ++r) {
-    const T* xr = x + r * n;
-    T* yr = y + r * n;
-    const T m = row_max(xr, n);
-    if (r + 1 < r1) prefetch_row(xr + n, n * int64_t(sizeof(T)));
+    const S* xr = x + r * n;
+    S* yr = y + r * n;
+    const T m = row_max<T>(xr, n);
+    if (r + 1 < r1) prefetch_row(xr + n, n * int64_t(sizeof(S)));
     const T log_s = vm::log(row_sum_exp(xr, m, n));
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - m) - log_s;
+    for (int64_t j = 0; j < n; ++j) put(yr[j], (T(xr[j]) - m) - log_s);
   }
 }
-template <class T>
-UOE_SIMD void log_softmax_bwd_rows(int64_t r0, int64_t r1, int64_t n, const T* y, const T* dy, T* dx) {
+template <class T, class S>
+UOE_SIMD void log_softmax_bwd_rows(int64_t r0, int64_t r1, int64_t n, const S* y, const S* dy, S* dx) {
   for (int64_t r = r0; r < r1; ++r) {
-    const T *yr = y + r * n, *dyr = dy + r * n;
-    T* dxr = dx + r * n;
-    const T sdy = row_sum(dyr, n);
+    const S *yr = y + r * n, *dyr = dy + r * n;
+    S* dxr = dx + r * n;
+    const T sdy = row_sum<T>(dyr, n);
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) dxr[j] = dyr[j] - vm::exp_ftz(yr[j]) * sdy;
+    for (int64_t j = 0; j < n; ++j) put(dxr[j], T(dyr[j]) - vm::exp_ftz(T(yr[j])) * sdy);
   }
 }
 
 // ---- RMSNorm ----------------------------------------------------------------------------------------------
 // w: [n] (never null here: the driver substitutes ones); rstd: [rows] or null
-template <class T>
-UOE_SIMD void rms_fwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, const T* w, T eps, T* y, T* rstd) {
+template <class T, class S>
+UOE_SIMD void rms_fwd_rows(int64_t r0, int64_t r1, int64_t n, const S* x, const S* w, T eps, S* y, T* rstd) {
   for (int64_t r = r0; r < r1; ++r) {
-    const T* xr = x + r * n;
-    T* yr = y + r * n;
-    const T rs = inv_sqrt(row_dot(xr, xr, n) / T(n) + eps);
-    if (r + 1 < r1) prefetch_row(xr + n, n * int64_t(sizeof(T)));
+    const S* xr = x + r * n;
+    S* yr = y + r * n;
+    const T rs = inv_sqrt(row_dot<T>(xr, xr, n) / T(n) + eps);
+    if (r + 1 < r1) prefetch_row(xr + n, n * int64_t(sizeof(S)));
     if (rstd) rstd[r] = rs;
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] * rs) * w[j];
+    for (int64_t j = 0; j < n; ++j) put(yr[j], (T(xr[j]) * rs) * T(w[j]));
   }
 }
 // pw: this chunk's partial dweight [n] (zeroed here) or null
-template <class T>
-UOE_SIMD void rms_bwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, const T* w, const T* rstd, const T* dy,
-                             T* dx, T* pw) {
+template <class T, class S>
+UOE_SIMD void rms_bwd_rows(int64_t r0, int64_t r1, int64_t n, const S* x, const S* w, const T* rstd, const S* dy,
+                             S* dx, T* pw) {
   if (pw) std::fill(pw, pw + n, T(0));
   for (int64_t r = r0; r < r1; ++r) {
-    const T *xr = x + r * n, *dyr = dy + r * n;
-    T* dxr = dx + r * n;
+    const S *xr = x + r * n, *dyr = dy + r * n;
+    S* dxr = dx + r * n;
     const T rs = rstd[r];
     T dot = 0;  // sum_j g_j x_j
 #pragma omp simd reduction(+ : dot)
-    for (int64_t j = 0; j < n; ++j) dot += (dyr[j] * w[j]) * xr[j];
+    for (int64_t j = 0; j < n; ++j) dot += (T(dyr[j]) * T(w[j])) * T(xr[j]);
     const T c = dot * (rs * rs * rs) / T(n);
     if (pw) {
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j) {
-        const T xj = xr[j], dyj = dyr[j];
+        const T xj = T(xr[j]), dyj = T(dyr[j]);
         pw[j] += dyj * (xj * rs);
-        dxr[j] = rs * (dyj * w[j]) - xj * c;
+        put(dxr[j], rs * (dyj * T(w[j])) - xj * c);
       }
     } else {
 #pragma omp simd
-      for (int64_t j = 0; j < n; ++j) dxr[j] = rs * (dyr[j] * w[j]) - xr[j] * c;
+      for (int64_t j = 0; j < n; ++j) put(dxr[j], rs * (T(dyr[j]) * T(w[j])) - T(xr[j]) * c);
     }
   }
 }
 
 // ---- LayerNorm --------------------------------------------------------------------------------------------
 // w, b: [n] (never null here); mean, rstd: [rows] or null
-template <class T>
-UOE_SIMD void ln_fwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, const T* w, const T* b, T eps, T* y,
+template <class T, class S>
+UOE_SIMD void ln_fwd_rows(int64_t r0, int64_t r1, int64_t n, const S* x, const S* w, const S* b, T eps, S* y,
                             T* mean, T* rstd) {
   for (int64_t r = r0; r < r1; ++r) {
-    const T* xr = x + r * n;
-    T* yr = y + r * n;
-    const T mu = row_sum(xr, n) / T(n);
+    const S* xr = x + r * n;
+    S* yr = y + r * n;
+    const T mu = row_sum<T>(xr, n) / T(n);
     T var = 0;
 #pragma omp simd reduction(+ : var)
-    for (int64_t j = 0; j < n; ++j) var += (xr[j] - mu) * (xr[j] - mu);
+    for (int64_t j = 0; j < n; ++j) var += (T(xr[j]) - mu) * (T(xr[j]) - mu);
     const T rs = inv_sqrt(var / T(n) + eps);
     if (mean) mean[r] = mu;
     if (rstd) rstd[r] = rs;
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) yr[j] = ((xr[j] - mu) * rs) * w[j] + b[j];
+    for (int64_t j = 0; j < n; ++j) put(yr[j], ((T(xr[j]) - mu) * rs) * T(w[j]) + T(b[j]));
   }
 }
 // pw, pb: this chunk's partial dweight / dbias [n] (zeroed here), both null or both non-null
-template <class T>
-UOE_SIMD void ln_bwd_rows(int64_t r0, int64_t r1, int64_t n, const T* x, const T* w, const T* mean, const T* rstd,
-                            const T* dy, T* dx, T* pw, T* pb) {
+template <class T, class S>
+UOE_SIMD void ln_bwd_rows(int64_t r0, int64_t r1, int64_t n, const S* x, const S* w, const T* mean, const T* rstd,
+                            const S* dy, S* dx, T* pw, T* pb) {
   if (pw) {
     std::fill(pw, pw + n, T(0));
     std::fill(pb, pb + n, T(0));
   }
   for (int64_t r = r0; r < r1; ++r) {
-    const T *xr = x + r * n, *dyr = dy + r * n;
-    T* dxr = dx + r * n;
+    const S *xr = x + r * n, *dyr = dy + r * n;
+    S* dxr = dx + r * n;
     const T mu = mean[r], rs = rstd[r];
     T sg = 0, sgx = 0;  // sum g, sum g * xhat
 #pragma omp simd reduction(+ : sg, sgx)
     for (int64_t j = 0; j < n; ++j) {
-      const T g = dyr[j] * w[j];
+      const T g = T(dyr[j]) * T(w[j]);
       sg += g;
-      sgx += g * ((xr[j] - mu) * rs);
+      sgx += g * ((T(xr[j]) - mu) * rs);
     }
     const T a = sg / T(n), c = sgx / T(n);
     if (pw) {  // pb is then non-null too; dy is read before dx is stored (dx may alias dy)
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j) {
-        const T xhat = (xr[j] - mu) * rs, dyj = dyr[j];
+        const T xhat = (T(xr[j]) - mu) * rs, dyj = T(dyr[j]);
         pw[j] += dyj * xhat;
         pb[j] += dyj;
-        dxr[j] = rs * ((dyj * w[j] - a) - xhat * c);
+        put(dxr[j], rs * ((dyj * T(w[j]) - a) - xhat * c));
       }
     } else {
 #pragma omp simd
-      for (int64_t j = 0; j < n; ++j) dxr[j] = rs * ((dyr[j] * w[j] - a) - ((xr[j] - mu) * rs) * c);
+      for (int64_t j = 0; j < n; ++j)
+        put(dxr[j], rs * ((T(dyr[j]) * T(w[j]) - a) - ((T(xr[j]) - mu) * rs) * c));
     }
   }
 }
@@ -250,34 +267,37 @@ UOE_SIMD void reduce_chunks_cols(int64_t nc, int64_t n, int64_t j0, int64_t j1, 
 }
 
 // ---- cross entropy ----------------------------------------------------------------------------------------
-template <class T>
-UOE_SIMD void ce_fwd_rows(int64_t r0, int64_t r1, int64_t v, const T* logits, const int64_t* targets,
+template <class T, class S>
+UOE_SIMD void ce_fwd_rows(int64_t r0, int64_t r1, int64_t v, const S* logits, const int64_t* targets,
                             int64_t ignore_index, T* loss, T* lse) {
   for (int64_t r = r0; r < r1; ++r) {
-    const T* xr = logits + r * v;
-    const T m = row_max(xr, v);
-    if (r + 1 < r1) prefetch_row(xr + v, v * int64_t(sizeof(T)));
+    const S* xr = logits + r * v;
+    const T m = row_max<T>(xr, v);
+    if (r + 1 < r1) prefetch_row(xr + v, v * int64_t(sizeof(S)));
     const T l = m + vm::log(row_sum_exp(xr, m, v));
     lse[r] = l;
     const int64_t t = targets[r];
-    loss[r] = t == ignore_index ? T(0) : l - xr[t];
+    loss[r] = t == ignore_index ? T(0) : l - T(xr[t]);
   }
 }
-template <class T>
-UOE_SIMD void ce_bwd_rows(int64_t r0, int64_t r1, int64_t v, const T* logits, const int64_t* targets,
-                            int64_t ignore_index, const T* lse, const T* scale, T* dlogits) {
+// The target's entry is (p - 1) g computed as p g - g, before the one rounding to S.
+template <class T, class S>
+UOE_SIMD void ce_bwd_rows(int64_t r0, int64_t r1, int64_t v, const S* logits, const int64_t* targets,
+                            int64_t ignore_index, const T* lse, const T* scale, S* dlogits) {
   for (int64_t r = r0; r < r1; ++r) {
-    const T* xr = logits + r * v;
-    T* dr = dlogits + r * v;
+    const S* xr = logits + r * v;
+    S* dr = dlogits + r * v;
     const int64_t t = targets[r];
     if (t == ignore_index) {
-      std::fill(dr, dr + v, T(0));
+      std::fill(dr, dr + v, S(T(0)));
       continue;
     }
     const T l = lse[r], g = scale[r];
 #pragma omp simd
-    for (int64_t j = 0; j < v; ++j) dr[j] = vm::exp_ftz(xr[j] - l) * g;
-    dr[t] -= g;
+    for (int64_t j = 0; j < v; ++j) {
+      const T d = vm::exp_ftz(T(xr[j]) - l) * g;
+      put(dr[j], j == t ? d - g : d);
+    }
   }
 }
 
@@ -325,50 +345,40 @@ void throw_bad_target(const char* fn, const TargetCheck& c, int64_t vocab, int64
                           std::to_string(ignore_index) + ")");
 }
 
-// logits [rows, vocab] widened to float32 (exactly).
-std::vector<float> widen(int64_t rows, int64_t vocab, const BFloat16* logits) {
-  std::vector<float> x(static_cast<size_t>(rows * vocab));
-  convert_bf16_to_f32(logits, x.data(), rows * vocab);
-  return x;
-}
-
-}  // namespace
-
-// ---- public entry points ----------------------------------------------------------------------------------
-template <class T>
-void softmax_forward(int64_t rows, int64_t n, const T* x, T* y) {
+// ---- the drivers, for elements stored as S and computed in T ---------------------------------------------
+template <class T, class S>
+void softmax_fwd(int64_t rows, int64_t n, const S* x, S* y) {
   if (rows <= 0 || n <= 0) return;
   parallel_rows(rows, n, [&](int64_t b, int64_t e) { softmax_fwd_rows<T>(b, e, n, x, y); });
 }
-template <class T>
-void softmax_backward(int64_t rows, int64_t n, const T* y, const T* dy, T* dx) {
+template <class T, class S>
+void softmax_bwd(int64_t rows, int64_t n, const S* y, const S* dy, S* dx) {
   if (rows <= 0 || n <= 0) return;
   parallel_rows(rows, n, [&](int64_t b, int64_t e) { softmax_bwd_rows<T>(b, e, n, y, dy, dx); });
 }
-template <class T>
-void log_softmax_forward(int64_t rows, int64_t n, const T* x, T* y) {
+template <class T, class S>
+void log_softmax_fwd(int64_t rows, int64_t n, const S* x, S* y) {
   if (rows <= 0 || n <= 0) return;
   parallel_rows(rows, n, [&](int64_t b, int64_t e) { log_softmax_fwd_rows<T>(b, e, n, x, y); });
 }
-template <class T>
-void log_softmax_backward(int64_t rows, int64_t n, const T* y, const T* dy, T* dx) {
+template <class T, class S>
+void log_softmax_bwd(int64_t rows, int64_t n, const S* y, const S* dy, S* dx) {
   if (rows <= 0 || n <= 0) return;
   parallel_rows(rows, n, [&](int64_t b, int64_t e) { log_softmax_bwd_rows<T>(b, e, n, y, dy, dx); });
 }
 
-template <class T>
-void rms_norm_forward(int64_t rows, int64_t n, const T* x, const T* weight, double eps, T* y, T* rstd) {
+template <class T, class S>
+void rms_fwd(int64_t rows, int64_t n, const S* x, const S* weight, double eps, S* y, T* rstd) {
   if (rows <= 0 || n <= 0) return;
-  std::vector<T> ones(weight ? 0 : static_cast<size_t>(n), T(1));
-  const T* w = weight ? weight : ones.data();
+  std::vector<S> ones(weight ? 0 : static_cast<size_t>(n), S(T(1)));
+  const S* w = weight ? weight : ones.data();
   parallel_rows(rows, n, [&](int64_t b, int64_t e) { rms_fwd_rows<T>(b, e, n, x, w, T(eps), y, rstd); });
 }
-template <class T>
-void rms_norm_backward(int64_t rows, int64_t n, const T* x, const T* weight, const T* rstd, const T* dy, T* dx,
-                       T* dweight) {
+template <class T, class S>
+void rms_bwd(int64_t rows, int64_t n, const S* x, const S* weight, const T* rstd, const S* dy, S* dx, T* dweight) {
   if (rows <= 0 || n <= 0) return;
-  std::vector<T> ones(weight ? 0 : static_cast<size_t>(n), T(1));
-  const T* w = weight ? weight : ones.data();
+  std::vector<S> ones(weight ? 0 : static_cast<size_t>(n), S(T(1)));
+  const S* w = weight ? weight : ones.data();
   if (!dweight) {
     parallel_rows(rows, n, [&](int64_t b, int64_t e) { rms_bwd_rows<T>(b, e, n, x, w, rstd, dy, dx, nullptr); });
     return;
@@ -378,21 +388,21 @@ void rms_norm_backward(int64_t rows, int64_t n, const T* x, const T* weight, con
   });
 }
 
-template <class T>
-void layer_norm_forward(int64_t rows, int64_t n, const T* x, const T* weight, const T* bias, double eps, T* y,
-                        T* mean, T* rstd) {
+template <class T, class S>
+void ln_fwd(int64_t rows, int64_t n, const S* x, const S* weight, const S* bias, double eps, S* y, T* mean,
+            T* rstd) {
   if (rows <= 0 || n <= 0) return;
-  std::vector<T> ones(weight ? 0 : static_cast<size_t>(n), T(1)), zeros(bias ? 0 : static_cast<size_t>(n), T(0));
-  const T* w = weight ? weight : ones.data();
-  const T* b = bias ? bias : zeros.data();
+  std::vector<S> ones(weight ? 0 : static_cast<size_t>(n), S(T(1))), zeros(bias ? 0 : static_cast<size_t>(n), S(T(0)));
+  const S* w = weight ? weight : ones.data();
+  const S* b = bias ? bias : zeros.data();
   parallel_rows(rows, n, [&](int64_t r0, int64_t r1) { ln_fwd_rows<T>(r0, r1, n, x, w, b, T(eps), y, mean, rstd); });
 }
-template <class T>
-void layer_norm_backward(int64_t rows, int64_t n, const T* x, const T* weight, const T* mean, const T* rstd,
-                         const T* dy, T* dx, T* dweight, T* dbias) {
+template <class T, class S>
+void ln_bwd(int64_t rows, int64_t n, const S* x, const S* weight, const T* mean, const T* rstd, const S* dy, S* dx,
+            T* dweight, T* dbias) {
   if (rows <= 0 || n <= 0) return;
-  std::vector<T> ones(weight ? 0 : static_cast<size_t>(n), T(1));
-  const T* w = weight ? weight : ones.data();
+  std::vector<S> ones(weight ? 0 : static_cast<size_t>(n), S(T(1)));
+  const S* w = weight ? weight : ones.data();
   if (!dweight && !dbias) {
     parallel_rows(rows, n, [&](int64_t b, int64_t e) {
       ln_bwd_rows<T>(b, e, n, x, w, mean, rstd, dy, dx, nullptr, nullptr);
@@ -405,9 +415,9 @@ void layer_norm_backward(int64_t rows, int64_t n, const T* x, const T* weight, c
   });
 }
 
-template <class T>
-TargetCheck cross_entropy_forward_checked(int64_t rows, int64_t vocab, const T* logits, const int64_t* targets,
-                                          int64_t ignore_index, T* loss_per_row, T* lse) {
+template <class T, class S>
+TargetCheck ce_fwd_checked(int64_t rows, int64_t vocab, const S* logits, const int64_t* targets,
+                           int64_t ignore_index, T* loss_per_row, T* lse) {
   const TargetCheck c = count_targets(rows, vocab, targets, ignore_index);
   if (c.bad_row >= 0 || rows <= 0 || vocab <= 0) return c;
   parallel_rows(rows, vocab, [&](int64_t b, int64_t e) {
@@ -415,16 +425,9 @@ TargetCheck cross_entropy_forward_checked(int64_t rows, int64_t vocab, const T* 
   });
   return c;
 }
-template <class T>
-void cross_entropy_forward(int64_t rows, int64_t vocab, const T* logits, const int64_t* targets,
-                           int64_t ignore_index, T* loss_per_row, T* lse) {
-  const TargetCheck c =
-      cross_entropy_forward_checked<T>(rows, vocab, logits, targets, ignore_index, loss_per_row, lse);
-  if (c.bad_row >= 0) throw_bad_target("cross_entropy_forward", c, vocab, ignore_index);
-}
-template <class T>
-void cross_entropy_backward(int64_t rows, int64_t vocab, const T* logits, const int64_t* targets,
-                            int64_t ignore_index, const T* lse, const T* grad_scale_per_row, T* dlogits) {
+template <class T, class S>
+void ce_bwd(int64_t rows, int64_t vocab, const S* logits, const int64_t* targets, int64_t ignore_index, const T* lse,
+            const T* grad_scale_per_row, S* dlogits) {
   const TargetCheck c = count_targets(rows, vocab, targets, ignore_index);
   if (c.bad_row >= 0) throw_bad_target("cross_entropy_backward", c, vocab, ignore_index);
   if (rows <= 0 || vocab <= 0) return;
@@ -433,18 +436,97 @@ void cross_entropy_backward(int64_t rows, int64_t vocab, const T* logits, const 
   });
 }
 
-// bfloat16 logits: the float32 kernels on the widened values, dlogits rounded once.
+}  // namespace
+
+// ---- public entry points: T, and bfloat16 computed in float32 ---------------------------------------------
+template <class T>
+void softmax_forward(int64_t rows, int64_t n, const T* x, T* y) {
+  softmax_fwd<T>(rows, n, x, y);
+}
+void softmax_forward(int64_t rows, int64_t n, const BFloat16* x, BFloat16* y) { softmax_fwd<float>(rows, n, x, y); }
+template <class T>
+void softmax_backward(int64_t rows, int64_t n, const T* y, const T* dy, T* dx) {
+  softmax_bwd<T>(rows, n, y, dy, dx);
+}
+void softmax_backward(int64_t rows, int64_t n, const BFloat16* y, const BFloat16* dy, BFloat16* dx) {
+  softmax_bwd<float>(rows, n, y, dy, dx);
+}
+template <class T>
+void log_softmax_forward(int64_t rows, int64_t n, const T* x, T* y) {
+  log_softmax_fwd<T>(rows, n, x, y);
+}
+void log_softmax_forward(int64_t rows, int64_t n, const BFloat16* x, BFloat16* y) {
+  log_softmax_fwd<float>(rows, n, x, y);
+}
+template <class T>
+void log_softmax_backward(int64_t rows, int64_t n, const T* y, const T* dy, T* dx) {
+  log_softmax_bwd<T>(rows, n, y, dy, dx);
+}
+void log_softmax_backward(int64_t rows, int64_t n, const BFloat16* y, const BFloat16* dy, BFloat16* dx) {
+  log_softmax_bwd<float>(rows, n, y, dy, dx);
+}
+
+template <class T>
+void rms_norm_forward(int64_t rows, int64_t n, const T* x, const T* weight, double eps, T* y, T* rstd) {
+  rms_fwd<T>(rows, n, x, weight, eps, y, rstd);
+}
+void rms_norm_forward(int64_t rows, int64_t n, const BFloat16* x, const BFloat16* weight, double eps, BFloat16* y,
+                      float* rstd) {
+  rms_fwd<float>(rows, n, x, weight, eps, y, rstd);
+}
+template <class T>
+void rms_norm_backward(int64_t rows, int64_t n, const T* x, const T* weight, const T* rstd, const T* dy, T* dx,
+                       T* dweight) {
+  rms_bwd<T>(rows, n, x, weight, rstd, dy, dx, dweight);
+}
+void rms_norm_backward(int64_t rows, int64_t n, const BFloat16* x, const BFloat16* weight, const float* rstd,
+                       const BFloat16* dy, BFloat16* dx, float* dweight) {
+  rms_bwd<float>(rows, n, x, weight, rstd, dy, dx, dweight);
+}
+
+template <class T>
+void layer_norm_forward(int64_t rows, int64_t n, const T* x, const T* weight, const T* bias, double eps, T* y,
+                        T* mean, T* rstd) {
+  ln_fwd<T>(rows, n, x, weight, bias, eps, y, mean, rstd);
+}
+void layer_norm_forward(int64_t rows, int64_t n, const BFloat16* x, const BFloat16* weight, const BFloat16* bias,
+                        double eps, BFloat16* y, float* mean, float* rstd) {
+  ln_fwd<float>(rows, n, x, weight, bias, eps, y, mean, rstd);
+}
+template <class T>
+void layer_norm_backward(int64_t rows, int64_t n, const T* x, const T* weight, const T* mean, const T* rstd,
+                         const T* dy, T* dx, T* dweight, T* dbias) {
+  ln_bwd<T>(rows, n, x, weight, mean, rstd, dy, dx, dweight, dbias);
+}
+void layer_norm_backward(int64_t rows, int64_t n, const BFloat16* x, const BFloat16* weight, const float* mean,
+                         const float* rstd, const BFloat16* dy, BFloat16* dx, float* dweight, float* dbias) {
+  ln_bwd<float>(rows, n, x, weight, mean, rstd, dy, dx, dweight, dbias);
+}
+
+template <class T>
+TargetCheck cross_entropy_forward_checked(int64_t rows, int64_t vocab, const T* logits, const int64_t* targets,
+                                          int64_t ignore_index, T* loss_per_row, T* lse) {
+  return ce_fwd_checked<T>(rows, vocab, logits, targets, ignore_index, loss_per_row, lse);
+}
 TargetCheck cross_entropy_forward_checked(int64_t rows, int64_t vocab, const BFloat16* logits, const int64_t* targets,
                                           int64_t ignore_index, float* loss_per_row, float* lse) {
-  const std::vector<float> x = widen(rows, vocab, logits);
-  return cross_entropy_forward_checked<float>(rows, vocab, x.data(), targets, ignore_index, loss_per_row, lse);
+  return ce_fwd_checked<float>(rows, vocab, logits, targets, ignore_index, loss_per_row, lse);
+}
+template <class T>
+void cross_entropy_forward(int64_t rows, int64_t vocab, const T* logits, const int64_t* targets,
+                           int64_t ignore_index, T* loss_per_row, T* lse) {
+  const TargetCheck c = ce_fwd_checked<T>(rows, vocab, logits, targets, ignore_index, loss_per_row, lse);
+  if (c.bad_row >= 0) throw_bad_target("cross_entropy_forward", c, vocab, ignore_index);
+}
+template <class T>
+void cross_entropy_backward(int64_t rows, int64_t vocab, const T* logits, const int64_t* targets,
+                            int64_t ignore_index, const T* lse, const T* grad_scale_per_row, T* dlogits) {
+  ce_bwd<T>(rows, vocab, logits, targets, ignore_index, lse, grad_scale_per_row, dlogits);
 }
 void cross_entropy_backward(int64_t rows, int64_t vocab, const BFloat16* logits, const int64_t* targets,
                             int64_t ignore_index, const float* lse, const float* grad_scale_per_row,
                             BFloat16* dlogits) {
-  std::vector<float> d = widen(rows, vocab, logits);  // the float32 gradient, in place of the widened logits
-  cross_entropy_backward<float>(rows, vocab, d.data(), targets, ignore_index, lse, grad_scale_per_row, d.data());
-  convert_f32_to_bf16(d.data(), dlogits, rows * vocab);
+  ce_bwd<float>(rows, vocab, logits, targets, ignore_index, lse, grad_scale_per_row, dlogits);
 }
 
 template <class T>

@@ -10,7 +10,8 @@
 //    [n]. Outputs are overwritten, never accumulated into. rows == 0 or n == 0: nothing is written (cross entropy
 //    still checks the targets).
 //  * The templates exist for T = float and T = double; cross entropy also reads bfloat16 logits (an overload,
-//    computed in float32: loss, lse and scale in float32, dlogits rounded once).
+//    computed in float32: loss, lse and scale in float32, dlogits rounded once), and on the CPU the row kernels
+//    have bfloat16 overloads too (below the list).
 //  * An output may be the very same pointer as an input of the same shape (in place: y == x, dx == dy,
 //    dlogits == logits); partially overlapping buffers are not allowed.
 //  * Deterministic: results never depend on the thread count, grid or timing. CPU: OpenMP over rows, a row always
@@ -116,6 +117,25 @@ UOE_ROWWISE_KERNELS
 }  // namespace uoe::cuda
 
 #undef UOE_ROWWISE_KERNELS
+
+// bfloat16 rows on the CPU (a GPU computes them in float32 through the op layer): the kernels above with x, y, dy,
+// dx, weight and bias in bfloat16, read into float32 registers, every result rounded once; the per-row statistics
+// (rstd, mean) and the norm parameter gradients in float32. Same contracts, and the same float32 arithmetic as the
+// float instantiation on the widened values, so the results are that float path's, rounded once.
+namespace uoe::cpu {
+void softmax_forward(int64_t rows, int64_t n, const BFloat16* x, BFloat16* y);
+void softmax_backward(int64_t rows, int64_t n, const BFloat16* y, const BFloat16* dy, BFloat16* dx);
+void log_softmax_forward(int64_t rows, int64_t n, const BFloat16* x, BFloat16* y);
+void log_softmax_backward(int64_t rows, int64_t n, const BFloat16* y, const BFloat16* dy, BFloat16* dx);
+void rms_norm_forward(int64_t rows, int64_t n, const BFloat16* x, const BFloat16* weight, double eps, BFloat16* y,
+                      float* rstd);
+void rms_norm_backward(int64_t rows, int64_t n, const BFloat16* x, const BFloat16* weight, const float* rstd,
+                       const BFloat16* dy, BFloat16* dx, float* dweight);
+void layer_norm_forward(int64_t rows, int64_t n, const BFloat16* x, const BFloat16* weight, const BFloat16* bias,
+                        double eps, BFloat16* y, float* mean, float* rstd);
+void layer_norm_backward(int64_t rows, int64_t n, const BFloat16* x, const BFloat16* weight, const float* mean,
+                         const float* rstd, const BFloat16* dy, BFloat16* dx, float* dweight, float* dbias);
+}  // namespace uoe::cpu
 
 // The explicit instantiations of the templates above for one T (float, double), for the files that define them
 // (ops/cpu/, cuda/ and cuda/stub/): the row kernels, and cross entropy.
