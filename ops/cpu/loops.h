@@ -90,9 +90,9 @@ template <typename O, typename A, typename F>
 UOE_SIMD void unary_inner(O* o, int64_t so, const A* a, int64_t sa, int64_t n, F f) {
   if (so == 1 && sa == 1) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+    for (int64_t i = 0; i < n; ++i) o[i] = O(f(a[i]));
   } else {
-    for (int64_t i = 0; i < n; ++i) o[i * so] = f(a[i * sa]);
+    for (int64_t i = 0; i < n; ++i) o[i * so] = O(f(a[i * sa]));
   }
 }
 
@@ -100,17 +100,17 @@ template <typename O, typename A, typename B, typename F>
 UOE_SIMD void binary_inner(O* o, int64_t so, const A* a, int64_t sa, const B* b, int64_t sb, int64_t n, F f) {
   if (so == 1 && sa == 1 && sb == 1) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+    for (int64_t i = 0; i < n; ++i) o[i] = O(f(a[i], b[i]));
   } else if (so == 1 && sa == 1 && sb == 0) {
     const B bv = *b;
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], bv);
+    for (int64_t i = 0; i < n; ++i) o[i] = O(f(a[i], bv));
   } else if (so == 1 && sa == 0 && sb == 1) {
     const A av = *a;
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) o[i] = f(av, b[i]);
+    for (int64_t i = 0; i < n; ++i) o[i] = O(f(av, b[i]));
   } else {
-    for (int64_t i = 0; i < n; ++i) o[i * so] = f(a[i * sa], b[i * sb]);
+    for (int64_t i = 0; i < n; ++i) o[i * so] = O(f(a[i * sa], b[i * sb]));
   }
 }
 
@@ -120,7 +120,8 @@ void ternary_inner(O* o, int64_t so, const A* a, int64_t sa, const B* b, int64_t
   for (int64_t i = 0; i < n; ++i) o[i * so] = f(a[i * sa], b[i * sb], c[i * sc]);
 }
 
-// out[i] = f(a[i]) with a broadcast to out's shape. Element types must match the dtypes.
+// out[i] = O(f(a[i])) with a broadcast to out's shape. Element types must match the dtypes; f may take and return
+// the compute type of a storage type (float for bfloat16, ops/cpu/bf16_compute.h): the store rounds once.
 template <typename O, typename A, typename F>
 void unary_loop(const Tensor& out, const Tensor& a, F f) {
   if (out.numel() == 0) return;
