@@ -39,9 +39,9 @@ std::pair<double, double> ffn_params(const ModelConfig& c) {
 // Every term follows what the forward code keeps for backward (nn/transformer.cpp, nn/attention.cpp,
 // nn/layers.cpp, nn/ffn.cpp, nn/moe_ffn.cpp, nn/uoe_ffn.cpp and the saves of the ops' backward nodes) and what
 // the backward allocates. CPU kernels compute reduced floats in float32, so with bfloat16 compute the attention
-// and group_l2norm keep float32 copies of their inputs, and every elementwise op works through float32 copies of
-// its operands; matmul and expert_ffn run bfloat16 GEMMs on their inputs as they are, and the loss reads bfloat16
-// logits as they are.
+// and group_l2norm keep float32 copies of their inputs; matmul and expert_ffn run bfloat16 GEMMs on their inputs as
+// they are, the loss reads bfloat16 logits as they are, and the elementwise ops, sums and index sums compute in
+// float32 registers on them.
 
 constexpr double kF32 = 4, kI64 = 8;
 
@@ -59,7 +59,6 @@ struct Step {
   bool f32;     // compute in float32: no working copies
   bool mixed;   // compute dtype != storage dtype: weights are cast as the layers use them
   bool cast_experts;  // the layer casts the expert weights to the compute dtype, and expert_ffn keeps the casts
-  double ew;    // float32 working copies of an elementwise op on reduced floats: both operands and the output
   double ep;    // expert parallelism: this rank keeps n / ep experts of every layer
   double act(double cols, double size) const { return tensor_bytes(N * cols, size); }  // one [N, cols] tensor
   // Expert parallelism keeps, per layer (nn/expert_parallel.cpp): the expert results sent back to this rank,
@@ -140,8 +139,8 @@ Part swiglu_part(double d, double h, const Step& s) {
   f.saved = 4 * s.act(h, s.c);
   f.copies = s.mixed ? 3 * tensor_bytes(d * h, s.c) : 0;
   f.grads = 3 * tensor_bytes(d * h, s.p);
-  // backward of the product: dm, da, du [N, h] while m is released, with float32 working copies
-  f.work = 2 * s.act(h, s.c) + s.act(h, s.ew);
+  // backward of the product: dm, da, du [N, h] while m is released (the elementwise kernels read bfloat16 as it is)
+  f.work = 2 * s.act(h, s.c);
   return f;
 }
 
@@ -225,7 +224,7 @@ Part aoe_part(const ModelConfig& m, const Step& s) {
   // backward: expert_ffn's (the first raw gradient copied into .grad); then c's two gradients (gate input and
   // scores) and their sum while c is released, expert_ffn's dx [N, d] waiting, the expert gradients made
   p.work = std::max(expert_backward(s, d, K, low, e) + first_expert_grad(s, e),
-                    s.act(d, kF32) + 2 * s.act(low, kF32) + e.bytes(s.p));
+                    s.act(d, s.c) + 2 * s.act(low, kF32) + e.bytes(s.p));
   return with_shared(p, d, double(f.shared_width), s);
 }
 
@@ -317,7 +316,7 @@ MemoryEstimate estimate_training_memory(const ModelConfig& config, const MemoryO
             "expert_parallel ", E, " must divide the experts of an expert FFN (", c.name, ")");
   const double p = float_bytes(o.storage, "storage"), cb = float_bytes(o.compute, "compute");
   const Step s{.N = double(o.batch) * double(seq), .p = p, .c = cb, .f32 = cb == kF32, .mixed = cb != p,
-               .cast_experts = cb != p, .ew = cb == kF32 ? 0 : 3 * kF32, .ep = double(E)};
+               .cast_experts = cb != p, .ep = double(E)};
   const double d = double(c.d_model), L = double(c.n_layers), V = double(c.vocab_size);
 
   const Part attn = attention_part(c, s), ffn = ffn_part(c, s), head = head_part(c, s);
@@ -363,19 +362,11 @@ MemoryEstimate estimate_training_memory(const ModelConfig& config, const MemoryO
                        in + ids + recomputed, blk.copies, blk.work});
   }
   // The embedding's backward, beyond every gradient: tied, the head's gradient waits while the embedding's is
-  // scattered into a zero [V, d], then the two are summed (two tables; in bfloat16 the sum runs through float32
-  // copies of both and of the result); untied, the zero [V, d] it is scattered into (in bfloat16 with
-  // index_add's float32 copy of it and float32 result)
-  const double table = tensor_bytes(V * d, p), table32 = p == kF32 ? 0 : tensor_bytes(V * d, kF32);
-  moments.push_back({"the embedding backward", grads, 0, 0,
-                     c.tied_embeddings ? 2 * table + 3 * table32 : table + 2 * table32});
-  // Clipping (when the norm exceeds the limit) scales each gradient in place; a bfloat16 one through a float32
-  // copy of it and of the product, restored before it is copied back: the largest one's. The optimiser updates
-  // in place.
-  if (p != kF32) {
-    const double largest = largest_parameter(c, double(E));
-    moments.push_back({"gradient clipping", grads, 0, 0, 2 * tensor_bytes(largest, kF32) + tensor_bytes(largest, p)});
-  }
+  // scattered into a zero [V, d], then the two are summed (two tables); untied, the zero [V, d] it is scattered
+  // into. (index_add and the sum run on bfloat16 directly.) Clipping scales each gradient in place (bfloat16 ones
+  // too) and the optimiser updates in place: neither takes more.
+  const double table = tensor_bytes(V * d, p);
+  moments.push_back({"the embedding backward", grads, 0, 0, c.tied_embeddings ? 2 * table : table});
   // Accumulating over micro-batches, the later ones run with the earlier ones' gradients held (adding a new
   // gradient to .grad takes the transient that copying it there takes in the first)
   if (o.grad_accum > 1)
@@ -400,7 +391,7 @@ double estimate_inference_memory(const ModelConfig& config, const InferenceOptio
   const int64_t seq = o.seq > 0 ? o.seq : c.context;
   const double cb = float_bytes(o.compute, "compute");
   const Step s{.N = double(o.batch) * double(seq), .p = kF32, .c = cb, .f32 = cb == kF32, .mixed = cb != kF32,
-               .cast_experts = cb != kF32, .ew = cb == kF32 ? 0 : 3 * kF32, .ep = 1};
+               .cast_experts = cb != kF32, .ep = 1};
   const double d = double(c.d_model);
   const Part attn = attention_part(c, s), ffn = ffn_part(c, s), head = head_part(c, s);
   // Without gradients a block's attention and FFN each hold at most what they keep for backward in training, one

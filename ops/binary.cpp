@@ -4,6 +4,7 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "ops/backend.h"
+#include "ops/bf16_views.h"
 #include "ops/kernels/elementwise.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
@@ -15,7 +16,7 @@ using kernels::BinaryKind;
 
 Tensor run_binary(const char* op, BinaryKind kind, const Tensor& a, const Tensor& b) {
   check_binary(op, a, b);
-  const Tensor ac = kernel_view(a), bc = kernel_view(b);
+  const Tensor ac = elementwise_view(a), bc = elementwise_view(b);
   return restore_dtype(UOE_KERNEL(ac, binary(kind, ac, bc)), a.dtype());
 }
 

@@ -2,6 +2,7 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "ops/backend.h"
+#include "ops/bf16_views.h"
 #include "ops/kernels/elementwise.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
@@ -13,7 +14,7 @@ using kernels::BinaryKind;
 
 Tensor compare(const char* op, BinaryKind kind, const Tensor& a, const Tensor& b) {
   check_binary(op, a, b);
-  const Tensor ac = kernel_view(a), bc = kernel_view(b);
+  const Tensor ac = elementwise_view(a), bc = elementwise_view(b);
   return UOE_KERNEL(ac, binary(kind, ac, bc));
 }
 

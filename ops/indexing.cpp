@@ -2,6 +2,7 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "ops/backend.h"
+#include "ops/bf16_views.h"
 #include "ops/kernels/index.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
@@ -92,7 +93,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   UOE_CHECK(src.shape() == want, "[index_add] x is ", shape_str(x.shape()), ", index has ", index.numel(),
             " entries, so src must be ", shape_str(want), ", got ", shape_str(src.shape()));
   const Tensor idx = checked_index("index_add", index, x.size(dim), "dim of x");
-  const Tensor xc = compute_view(x), sc = compute_view(src);
+  const Tensor xc = cpu_bf16_view(x), sc = cpu_bf16_view(src);
   Tensor y = restore_dtype(UOE_KERNEL(xc, index_add(xc, dim, idx, sc)), x.dtype());
   if (auto node = autograd::record<IndexAddBackward>(y, {x, index, src}, dim)) node->save({idx});
   return y;
@@ -131,7 +132,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   const Tensor idx = checked_index("scatter_add", index, x.size(dim), "dim of x").view(index.shape());
   Tensor s = src;
   for (int64_t d = 0; d < index.dim(); ++d) s = s.narrow(d, 0, index.size(d));
-  const Tensor xc = compute_view(x), sc = compute_view(s);
+  const Tensor xc = cpu_bf16_view(x), sc = cpu_bf16_view(s);
   Tensor y = restore_dtype(UOE_KERNEL(xc, scatter_add(xc, dim, idx, sc)), x.dtype());
   if (auto node = autograd::record<ScatterAddBackward>(y, {x, index, s}, dim)) node->save({idx});
   return y;

@@ -2,6 +2,7 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "ops/backend.h"
+#include "ops/bf16_views.h"
 #include "ops/kernels/copy.h"
 #include "ops/kernels/elementwise.h"
 #include "ops/op_utils.h"
@@ -30,14 +31,14 @@ Tensor& Tensor::fill_(double value) {
 
 Tensor& Tensor::zero_() { return fill_(0.0); }
 
-// self = self (op) other, written in place (reduced floats off the GPU's bfloat16 kernels go through float32 and
-// copy back).
+// self = self (op) other, written in place (bfloat16 directly, on either backend; float16 goes through float32 and
+// copies back).
 static Tensor& update_inplace(const char* op, Tensor& self, kernels::BinaryKind kind, const Tensor& other_in) {
   check_inplace(op, self, other_in);
   const Tensor other = ops::inplace_source(op, self, other_in);
   ops::check_same_device(op, {self, other});
   ops::check_same_dtype(op, self, other);
-  if (is_reduced_float(self.dtype()) && !ops::native_bf16(self)) {
+  if (!ops::elementwise_native(self)) {
     const Tensor a = ops::compute_view(self), b = ops::compute_view(other);
     return self.copy_(ops::restore_dtype(UOE_KERNEL(a, binary(kind, a, b)), self.dtype()));
   }

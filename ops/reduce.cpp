@@ -4,6 +4,7 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "ops/backend.h"
+#include "ops/bf16_views.h"
 #include "ops/kernels/reduce.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
@@ -62,7 +63,7 @@ Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
   check_same_device("sum", {x});
   const std::vector<bool> mask = reduce_mask(x, dims, "sum");
   const DType dt = is_floating(x.dtype()) ? x.dtype() : DType::Int64;
-  const Tensor xc = compute_view(x.to(dt));
+  const Tensor xc = cpu_bf16_view(x.to(dt));
   Tensor y = restore_dtype(UOE_KERNEL(xc, reduce_sum(xc, mask)), dt);
   const Shape keep = keepdim_shape(x, mask);
   if (keepdim) y = y.detach().reshape(keep);

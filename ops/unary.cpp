@@ -2,6 +2,7 @@
 // backward.
 #include "autograd/node.h"
 #include "ops/backend.h"
+#include "ops/bf16_views.h"
 #include "ops/kernels/elementwise.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
@@ -14,7 +15,7 @@ using kernels::UnaryKind;
 // Runs a unary kernel, computing reduced floats in float32.
 Tensor run_unary(const char* op, UnaryKind kind, const Tensor& x) {
   check_same_device(op, {x});
-  const Tensor xc = kernel_view(x);
+  const Tensor xc = elementwise_view(x);
   return restore_dtype(UOE_KERNEL(xc, unary(kind, xc)), x.dtype());
 }
 
@@ -93,14 +94,14 @@ Tensor gelu_backward(const Tensor& x, const Tensor& g, bool tanh_approximation) 
   check_same_device("gelu_backward", {x, g});
   check_same_dtype("gelu_backward", x, g);
   const auto kind = tanh_approximation ? kernels::ActivationGrad::GeluTanh : kernels::ActivationGrad::Gelu;
-  const Tensor xc = kernel_view(x), gc = kernel_view(g);
+  const Tensor xc = elementwise_view(x), gc = elementwise_view(g);
   return restore_dtype(UOE_KERNEL(xc, activation_grad(kind, xc, gc)), x.dtype());
 }
 
 Tensor silu_backward(const Tensor& x, const Tensor& g) {
   check_same_device("silu_backward", {x, g});
   check_same_dtype("silu_backward", x, g);
-  const Tensor xc = kernel_view(x), gc = kernel_view(g);
+  const Tensor xc = elementwise_view(x), gc = elementwise_view(g);
   return restore_dtype(UOE_KERNEL(xc, activation_grad(kernels::ActivationGrad::Silu, xc, gc)), x.dtype());
 }
 

@@ -1,10 +1,12 @@
-// CPU elementwise kernels over broadcast, strided operands (see loops.h), vectorised through vec_math.h.
+// CPU elementwise kernels over broadcast, strided operands (see loops.h), vectorised through vec_math.h; bfloat16
+// operands are computed in float32 and rounded once (bf16_compute.h).
 #include "ops/kernels/elementwise.h"
 
 #include <cmath>
 #include <type_traits>
 
 #include "core/error.h"
+#include "ops/cpu/bf16_compute.h"
 #include "ops/cpu/loops.h"
 #include "ops/cpu/vec_math.h"
 
@@ -15,32 +17,35 @@ Tensor new_like(const Shape& shape, DType dtype, const Tensor& device_of) {
   return empty(shape, TensorOptions{}.with_dtype(dtype).with_device(device_of.device()));
 }
 
+// T: the storage type; the math runs in C (float for bfloat16).
 template <typename T>
 void unary_float(UnaryKind kind, const Tensor& out, const Tensor& x) {
+  using C = compute_t<T>;
   switch (kind) {
-    case UnaryKind::Exp: return unary_loop<T, T>(out, x, [](T v) { return vm::exp(v); });
-    case UnaryKind::Log: return unary_loop<T, T>(out, x, [](T v) { return vm::log(v); });
-    case UnaryKind::Sqrt: return unary_loop<T, T>(out, x, [](T v) { return std::sqrt(v); });
-    case UnaryKind::Rsqrt: return unary_loop<T, T>(out, x, [](T v) { return T(1) / std::sqrt(v); });
-    case UnaryKind::Tanh: return unary_loop<T, T>(out, x, [](T v) { return vm::tanh(v); });
-    case UnaryKind::Sigmoid: return unary_loop<T, T>(out, x, [](T v) { return vm::sigmoid(v); });
-    case UnaryKind::Gelu: return unary_loop<T, T>(out, x, [](T v) { return vm::gelu_erf(v); });
-    case UnaryKind::GeluTanh: return unary_loop<T, T>(out, x, [](T v) { return vm::gelu(v); });
-    case UnaryKind::Silu: return unary_loop<T, T>(out, x, [](T v) { return vm::silu(v); });
-    case UnaryKind::Softplus: return unary_loop<T, T>(out, x, [](T v) { return vm::softplus(v); });
+    case UnaryKind::Exp: return unary_loop<T, T>(out, x, [](C v) { return vm::exp(v); });
+    case UnaryKind::Log: return unary_loop<T, T>(out, x, [](C v) { return vm::log(v); });
+    case UnaryKind::Sqrt: return unary_loop<T, T>(out, x, [](C v) { return std::sqrt(v); });
+    case UnaryKind::Rsqrt: return unary_loop<T, T>(out, x, [](C v) { return C(1) / std::sqrt(v); });
+    case UnaryKind::Tanh: return unary_loop<T, T>(out, x, [](C v) { return vm::tanh(v); });
+    case UnaryKind::Sigmoid: return unary_loop<T, T>(out, x, [](C v) { return vm::sigmoid(v); });
+    case UnaryKind::Gelu: return unary_loop<T, T>(out, x, [](C v) { return vm::gelu_erf(v); });
+    case UnaryKind::GeluTanh: return unary_loop<T, T>(out, x, [](C v) { return vm::gelu(v); });
+    case UnaryKind::Silu: return unary_loop<T, T>(out, x, [](C v) { return vm::silu(v); });
+    case UnaryKind::Softplus: return unary_loop<T, T>(out, x, [](C v) { return vm::softplus(v); });
     default: fail("[unary] internal: kind not handled for floats");
   }
 }
 
 template <typename T>
 void unary_signed(UnaryKind kind, const Tensor& out, const Tensor& x) {
+  using C = compute_t<T>;
   switch (kind) {
-    case UnaryKind::Neg: return unary_loop<T, T>(out, x, [](T v) { return T(-v); });
+    case UnaryKind::Neg: return unary_loop<T, T>(out, x, [](C v) { return C(-v); });
     case UnaryKind::Abs:  // fabs for floats: abs(-0) = +0
-      if constexpr (std::is_floating_point_v<T>) return unary_loop<T, T>(out, x, [](T v) { return std::fabs(v); });
-      else return unary_loop<T, T>(out, x, [](T v) { return v < T(0) ? T(-v) : v; });
-    case UnaryKind::Sign: return unary_loop<T, T>(out, x, [](T v) { return T((v > T(0)) - (v < T(0))); });
-    case UnaryKind::Relu: return unary_loop<T, T>(out, x, [](T v) { return !(v <= T(0)) ? v : T(0); });  // NaN stays
+      if constexpr (std::is_floating_point_v<C>) return unary_loop<T, T>(out, x, [](C v) { return std::fabs(v); });
+      else return unary_loop<T, T>(out, x, [](C v) { return v < C(0) ? C(-v) : v; });
+    case UnaryKind::Sign: return unary_loop<T, T>(out, x, [](C v) { return C((v > C(0)) - (v < C(0))); });
+    case UnaryKind::Relu: return unary_loop<T, T>(out, x, [](C v) { return !(v <= C(0)) ? v : C(0); });  // NaN stays
     default: fail("[unary] internal: kind not handled");
   }
 }
@@ -64,44 +69,46 @@ Tensor unary(UnaryKind kind, const Tensor& x) {
   const bool sign_like = kind == UnaryKind::Neg || kind == UnaryKind::Abs || kind == UnaryKind::Sign ||
                          kind == UnaryKind::Relu;
   if (sign_like) {
-    dispatch_arith(x.dtype(), "unary", [&](auto tag) { unary_signed<typename decltype(tag)::type>(kind, out, x); });
+    dispatch_arith_bf16(x.dtype(), "unary", [&](auto tag) { unary_signed<typename decltype(tag)::type>(kind, out, x); });
   } else {
-    dispatch_float(x.dtype(), "unary", [&](auto tag) { unary_float<typename decltype(tag)::type>(kind, out, x); });
+    dispatch_float_bf16(x.dtype(), "unary", [&](auto tag) { unary_float<typename decltype(tag)::type>(kind, out, x); });
   }
   return out;
 }
 
 Tensor activation_grad(ActivationGrad kind, const Tensor& x, const Tensor& g) {
   Tensor out = new_like(broadcast_shapes(x.shape(), g.shape(), "activation_grad"), x.dtype(), x);
-  dispatch_float(x.dtype(), "activation_grad", [&](auto tag) {
+  dispatch_float_bf16(x.dtype(), "activation_grad", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
     switch (kind) {
-      case ActivationGrad::Gelu: return binary_loop<T, T, T>(out, x, g, [](T v, T d) { return d * vm::gelu_erf_grad(v); });
-      case ActivationGrad::GeluTanh: return binary_loop<T, T, T>(out, x, g, [](T v, T d) { return d * vm::gelu_grad(v); });
-      case ActivationGrad::Silu: return binary_loop<T, T, T>(out, x, g, [](T v, T d) { return d * vm::silu_grad(v); });
+      case ActivationGrad::Gelu: return binary_loop<T, T, T>(out, x, g, [](C v, C d) { return d * vm::gelu_erf_grad(v); });
+      case ActivationGrad::GeluTanh: return binary_loop<T, T, T>(out, x, g, [](C v, C d) { return d * vm::gelu_grad(v); });
+      case ActivationGrad::Silu: return binary_loop<T, T, T>(out, x, g, [](C v, C d) { return d * vm::silu_grad(v); });
     }
   });
   return out;
 }
 
 void binary_into(BinaryKind kind, const Tensor& out, const Tensor& a, const Tensor& b) {
-  dispatch_arith(a.dtype(), "binary", [&](auto tag) {
+  dispatch_arith_bf16(a.dtype(), "binary", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
     if (kind >= BinaryKind::Eq)
-      return binary_loop<bool, T, T>(out, a, b, [kind](T x, T y) { return compare(kind, x, y); });
+      return binary_loop<bool, T, T>(out, a, b, [kind](C x, C y) { return compare(kind, x, y); });
     switch (kind) {
-      case BinaryKind::Add: return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(x + y); });
-      case BinaryKind::Sub: return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(x - y); });
-      case BinaryKind::Mul: return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(x * y); });
+      case BinaryKind::Add: return binary_loop<T, T, T>(out, a, b, [](C x, C y) { return C(x + y); });
+      case BinaryKind::Sub: return binary_loop<T, T, T>(out, a, b, [](C x, C y) { return C(x - y); });
+      case BinaryKind::Mul: return binary_loop<T, T, T>(out, a, b, [](C x, C y) { return C(x * y); });
       case BinaryKind::Div:
-        if constexpr (std::is_integral_v<T>) {  // (zero divisors are refused by ops::div)
-          using U = std::make_unsigned_t<T>;  // min / -1 wraps to min instead of trapping
-          return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return y == T(-1) ? T(U(0) - U(x)) : T(x / y); });
+        if constexpr (std::is_integral_v<C>) {  // (zero divisors are refused by ops::div)
+          using U = std::make_unsigned_t<C>;  // min / -1 wraps to min instead of trapping
+          return binary_loop<T, T, T>(out, a, b, [](C x, C y) { return y == C(-1) ? C(U(0) - U(x)) : C(x / y); });
         }
-        return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(x / y); });
+        return binary_loop<T, T, T>(out, a, b, [](C x, C y) { return C(x / y); });
       case BinaryKind::Pow:
-        if constexpr (std::is_floating_point_v<T>)
-          return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(std::pow(x, y)); });
+        if constexpr (std::is_floating_point_v<C>)
+          return binary_loop<T, T, T>(out, a, b, [](C x, C y) { return C(std::pow(x, y)); });
         fail("[pow] needs floating-point tensors");
       default: fail("[binary] internal: kind not handled");
     }

@@ -1,5 +1,6 @@
 // CPU indexing kernels. Writes are partitioned so that no two threads touch one output
-// element and every sum runs in index order: results never depend on the thread count.
+// element and every sum runs in index order: results never depend on the thread count. bfloat16 sums accumulate in
+// float32 and are rounded once (bf16_compute.h).
 #include "ops/kernels/index.h"
 
 #include <omp.h>
@@ -8,6 +9,7 @@
 #include <numeric>
 #include <vector>
 
+#include "ops/cpu/bf16_compute.h"
 #include "ops/cpu/simd.h"
 
 namespace uoe::cpu {
@@ -31,11 +33,29 @@ std::vector<int64_t> line_offsets(const Shape& lines_shape, const Shape& strides
   return offs;
 }
 
-template <typename T>
-UOE_SIMD void add_into(T* dst, const T* src, int64_t n) {
+template <typename C, typename T>
+UOE_SIMD void add_into(C* dst, const T* src, int64_t n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+  for (int64_t i = 0; i < n; ++i) dst[i] += C(src[i]);
 }
+
+template <typename O, typename I>
+UOE_SIMD void convert_into(O* dst, const I* src, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) dst[i] = O(src[i]);
+}
+
+// The positions of a 1-D index grouped by destination: destination r receives positions order[start[r]] ..
+// order[start[r + 1] - 1], in increasing order (a stable counting sort).
+struct Destinations {
+  std::vector<int64_t> start, order;
+  Destinations(const int64_t* idx, int64_t m, int64_t n) : start(size_t(n + 1), 0), order(size_t(m)) {
+    for (int64_t i = 0; i < m; ++i) ++start[size_t(idx[i] + 1)];
+    for (int64_t r = 0; r < n; ++r) start[size_t(r + 1)] += start[size_t(r)];
+    std::vector<int64_t> next(start.begin(), start.end() - 1);
+    for (int64_t i = 0; i < m; ++i) order[size_t(next[size_t(idx[i])]++)] = i;
+  }
+};
 
 // [outer, n, inner] geometry of a contiguous tensor around `dim`.
 struct Around {
@@ -75,19 +95,26 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   const Tensor src = src_in.detach().contiguous();
   const Around g(out.shape(), dim);
   const int64_t m = index.numel();
-  const int64_t* idx = index.data_ptr<int64_t>();
-  dispatch_arith(out.dtype(), "index_add", [&](auto tag) {
+  const Destinations dest(index.data_ptr<int64_t>(), m, g.n);
+  dispatch_arith_bf16(out.dtype(), "index_add", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
     T* po = out.data_ptr<T>();
     const T* ps = src.data_ptr<T>();
-    // Threads split (outer, column block); each walks the indices in order.
+    // Threads split (outer, destination row, column block); each destination sums its sources in index order, in
+    // C, and is rounded once.
     constexpr int64_t kCols = 256;
     const int64_t col_blocks = (g.inner + kCols - 1) / kCols;
 #pragma omp parallel for schedule(static) if (m * g.inner * g.outer >= 32768 && !omp_in_parallel())
-    for (int64_t w = 0; w < g.outer * col_blocks; ++w) {
-      const int64_t o = w / col_blocks, c0 = (w % col_blocks) * kCols, nc = std::min(kCols, g.inner - c0);
-      for (int64_t i = 0; i < m; ++i)
-        add_into(po + (o * g.n + idx[i]) * g.inner + c0, ps + (o * m + i) * g.inner + c0, nc);
+    for (int64_t w = 0; w < g.outer * g.n * col_blocks; ++w) {
+      const int64_t o = w / (g.n * col_blocks), r = w / col_blocks % g.n, c0 = (w % col_blocks) * kCols;
+      const int64_t first = dest.start[size_t(r)], last = dest.start[size_t(r + 1)], nc = std::min(kCols, g.inner - c0);
+      if (first == last) continue;
+      T* row = po + (o * g.n + r) * g.inner + c0;
+      C acc[kCols];
+      convert_into(acc, row, nc);
+      for (int64_t k = first; k < last; ++k) add_into(acc, ps + (o * m + dest.order[size_t(k)]) * g.inner + c0, nc);
+      convert_into(row, acc, nc);
     }
   });
   return out;
@@ -124,14 +151,27 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index_in, const T
   const std::vector<int64_t> soff = line_offsets(lines, src.strides());
   const int64_t os = ot.stride(-1), ss = src.stride(-1);
   const int64_t* idx = index.data_ptr<int64_t>();
-  dispatch_arith(out.dtype(), "scatter_add", [&](auto tag) {
+  const int64_t line_length = ot.size(-1);
+  dispatch_arith_bf16(out.dtype(), "scatter_add", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
     T* po = out.data_ptr<T>();
     const T* ps = src.data_ptr<T>();
-    // Lines (all coordinates but dim) write disjoint output lines; each runs in index order.
-#pragma omp parallel for schedule(static) if (index.numel() >= 32768 && !omp_in_parallel())
-    for (int64_t l = 0; l < int64_t(ooff.size()); ++l)
-      for (int64_t j = 0; j < m; ++j) po[ooff[size_t(l)] + idx[l * m + j] * os] += ps[soff[size_t(l)] + j * ss];
+    // Lines (all coordinates but dim) write disjoint output lines; each sums in index order, in C (the destinations
+    // it touches are loaded into a line of C first and rounded once at the end).
+#pragma omp parallel if (index.numel() >= 32768 && !omp_in_parallel())
+    {
+      std::vector<C> sums(static_cast<size_t>(line_length));
+#pragma omp for schedule(static)
+      for (int64_t l = 0; l < int64_t(ooff.size()); ++l) {
+        T* o = po + ooff[size_t(l)];
+        const T* s = ps + soff[size_t(l)];
+        const int64_t* at = idx + l * m;
+        for (int64_t j = 0; j < m; ++j) sums[size_t(at[j])] = C(o[at[j] * os]);
+        for (int64_t j = 0; j < m; ++j) sums[size_t(at[j])] += C(s[j * ss]);
+        for (int64_t j = 0; j < m; ++j) o[at[j] * os] = T(sums[size_t(at[j])]);
+      }
+    }
   });
   return out;
 }

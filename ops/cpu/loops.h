@@ -2,10 +2,13 @@
 #pragma once
 #include <omp.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/tensor.h"
+#include "ops/cpu/bf16_compute.h"
 #include "ops/cpu/simd.h"
 
 namespace uoe::cpu {
@@ -86,31 +89,96 @@ void for_each_chunk(const LoopPlan<N>& p, Body body) {
   }
 }
 
+// Elementwise loops run in blocks of kBlock elements staged through local arrays of the compute type (float for
+// bfloat16, bf16_compute.h) where the direct loop would not vectorise: a strided operand is gathered into a block
+// (so the math runs in the vector loop whatever the input layout), and bfloat16 elements given to a function of
+// floats are widened into a block, the function runs on float blocks, and the results are rounded on the way out.
+// GCC does not vectorise one loop that widens bfloat16, runs vec_math.h and rounds, but does each of the three.
+constexpr int64_t kBlock = 256;
+
+// Whether f, taking operands of types Args, is staged through float blocks: some operand is bfloat16 and f
+// computes in float.
+template <typename F, typename... Args>
+constexpr bool kWidened = (std::is_same_v<Args, BFloat16> || ...) && std::is_invocable_v<F, compute_t<Args>...>;
+
+// dst[0:n] = src[0], src[s], ..., src[(n-1)s] in type C.
+template <typename C, typename T>
+[[gnu::always_inline]] inline void load_block(C* dst, const T* src, int64_t s, int64_t n) {
+  if (s == 1) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) dst[i] = C(src[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = C(src[i * s]);
+  }
+}
+
+// dst[0], dst[s], ..., dst[(n-1)s] = src[0:n], rounded to O.
+template <typename O, typename R>
+[[gnu::always_inline]] inline void store_block(O* dst, int64_t s, const R* src, int64_t n) {
+  if (s == 1) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) dst[i] = O(src[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i * s] = O(src[i]);
+  }
+}
+
 template <typename O, typename A, typename F>
 UOE_SIMD void unary_inner(O* o, int64_t so, const A* a, int64_t sa, int64_t n, F f) {
-  if (so == 1 && sa == 1) {
+  constexpr bool widened = kWidened<F, A>;
+  if (!widened && so == 1 && sa == 1) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) o[i * so] = f(a[i * sa]);
+    for (int64_t i = 0; i < n; ++i) o[i] = O(f(a[i]));
+    return;
+  }
+  using CA = std::conditional_t<widened, compute_t<A>, A>;
+  using R = decltype(f(CA{}));
+  alignas(64) CA in[kBlock];
+  alignas(64) R out[kBlock];
+  for (int64_t k = 0; k < n; k += kBlock) {
+    const int64_t m = std::min(kBlock, n - k);
+    load_block(in, a + k * sa, sa, m);
+#pragma omp simd
+    for (int64_t i = 0; i < m; ++i) out[i] = f(in[i]);
+    store_block(o + k * so, so, out, m);
   }
 }
 
 template <typename O, typename A, typename B, typename F>
 UOE_SIMD void binary_inner(O* o, int64_t so, const A* a, int64_t sa, const B* b, int64_t sb, int64_t n, F f) {
-  if (so == 1 && sa == 1 && sb == 1) {
+  constexpr bool widened = kWidened<F, A, B>;
+  if constexpr (!widened) {
+    if (so == 1 && sa == 1 && sb == 1) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
-  } else if (so == 1 && sa == 1 && sb == 0) {
-    const B bv = *b;
+      for (int64_t i = 0; i < n; ++i) o[i] = O(f(a[i], b[i]));
+      return;
+    }
+    if (so == 1 && sa == 1 && sb == 0) {
+      const B bv = *b;
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], bv);
-  } else if (so == 1 && sa == 0 && sb == 1) {
-    const A av = *a;
+      for (int64_t i = 0; i < n; ++i) o[i] = O(f(a[i], bv));
+      return;
+    }
+    if (so == 1 && sa == 0 && sb == 1) {
+      const A av = *a;
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) o[i] = f(av, b[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) o[i * so] = f(a[i * sa], b[i * sb]);
+      for (int64_t i = 0; i < n; ++i) o[i] = O(f(av, b[i]));
+      return;
+    }
+  }
+  using CA = std::conditional_t<widened, compute_t<A>, A>;
+  using CB = std::conditional_t<widened, compute_t<B>, B>;
+  using R = decltype(f(CA{}, CB{}));
+  alignas(64) CA in_a[kBlock];
+  alignas(64) CB in_b[kBlock];
+  alignas(64) R out[kBlock];
+  for (int64_t k = 0; k < n; k += kBlock) {
+    const int64_t m = std::min(kBlock, n - k);
+    load_block(in_a, a + k * sa, sa, m);
+    load_block(in_b, b + k * sb, sb, m);
+#pragma omp simd
+    for (int64_t i = 0; i < m; ++i) out[i] = f(in_a[i], in_b[i]);
+    store_block(o + k * so, so, out, m);
   }
 }
 
@@ -120,7 +188,8 @@ void ternary_inner(O* o, int64_t so, const A* a, int64_t sa, const B* b, int64_t
   for (int64_t i = 0; i < n; ++i) o[i * so] = f(a[i * sa], b[i * sb], c[i * sc]);
 }
 
-// out[i] = f(a[i]) with a broadcast to out's shape. Element types must match the dtypes.
+// out[i] = O(f(a[i])) with a broadcast to out's shape. Element types must match the dtypes; f may take and return
+// the compute type of a storage type (float for bfloat16, ops/cpu/bf16_compute.h): the store rounds once.
 template <typename O, typename A, typename F>
 void unary_loop(const Tensor& out, const Tensor& a, F f) {
   if (out.numel() == 0) return;

@@ -1,5 +1,6 @@
 // CPU reductions. Sums run as row sums ([K, R] with R contiguous) or column sums ([R, K]), each split into
-// fixed chunks set by the shape alone, so results never depend on the thread count.
+// fixed chunks set by the shape alone, so results never depend on the thread count. bfloat16 sums accumulate in
+// float32 (the float32 route's additions, in its order) and are rounded once.
 #include "ops/kernels/reduce.h"
 
 #include <omp.h>
@@ -8,6 +9,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "ops/cpu/bf16_compute.h"
 #include "ops/cpu/simd.h"
 
 namespace uoe::cpu {
@@ -15,24 +17,25 @@ namespace {
 
 constexpr int64_t kChunk = 8192;  // a row's sum is added chunk by chunk, in order
 
-template <typename T>
-UOE_SIMD T sum_contiguous(const T* x, int64_t n) {
-  T acc = T(0);
+// T: the storage type; sums accumulate in C = compute_t<T> (float for bfloat16), rounded once into out.
+template <typename T, typename C = compute_t<T>>
+UOE_SIMD C sum_contiguous(const T* x, int64_t n) {
+  C acc = C(0);
 #pragma omp simd reduction(+ : acc)
-  for (int64_t i = 0; i < n; ++i) acc += x[i];
+  for (int64_t i = 0; i < n; ++i) acc += C(x[i]);
   return acc;
 }
 
 // out[k] = sum_r x[k*R + r]
-template <typename T>
+template <typename T, typename C = compute_t<T>>
 void row_sums(const T* x, T* out, int64_t K, int64_t R) {
   const int64_t chunks = (R + kChunk - 1) / kChunk;
   if (chunks <= 1) {
 #pragma omp parallel for schedule(static) if (K * R >= 32768 && !omp_in_parallel())
-    for (int64_t k = 0; k < K; ++k) out[k] = sum_contiguous(x + k * R, R);
+    for (int64_t k = 0; k < K; ++k) out[k] = T(sum_contiguous(x + k * R, R));
     return;
   }
-  std::vector<T> partial(size_t(K * chunks));
+  std::vector<C> partial(size_t(K * chunks));
 #pragma omp parallel for schedule(static) if (!omp_in_parallel())
   for (int64_t w = 0; w < K * chunks; ++w) {
     const int64_t k = w / chunks, c = w % chunks;
@@ -40,39 +43,41 @@ void row_sums(const T* x, T* out, int64_t K, int64_t R) {
     partial[size_t(w)] = sum_contiguous(x + k * R + begin, std::min(kChunk, R - begin));
   }
   for (int64_t k = 0; k < K; ++k) {
-    T acc = T(0);
+    C acc = C(0);
     for (int64_t c = 0; c < chunks; ++c) acc += partial[size_t(k * chunks + c)];
-    out[k] = acc;
+    out[k] = T(acc);
   }
 }
 
-template <typename T>
-UOE_SIMD void add_row(T* acc, const T* x, int64_t n) {
+template <typename C, typename T>
+UOE_SIMD void add_row(C* acc, const T* x, int64_t n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) acc[i] += x[i];
+  for (int64_t i = 0; i < n; ++i) acc[i] += C(x[i]);
 }
 
 constexpr int64_t kColumnChunk = 256;   // rows per partial column sum
 constexpr int64_t kColumnBlock = 1024;  // columns per task: its accumulators stay in L1
 
 // out[k] = sum_r x[r*K + k]. Each (chunk of kColumnChunk rows, block of columns) is summed into its own row of
-// partials [chunks, K], which are then column-summed the same way: the order of additions depends on R and K only.
-template <typename T>
-void column_sums(const T* x, T* out, int64_t R, int64_t K) {
+// partials [chunks, K] (in C), which are then column-summed the same way: the order of additions depends on R and K
+// only.
+template <typename T, typename O, typename C = compute_t<T>>
+void column_sums(const T* x, O* out, int64_t R, int64_t K) {
   const int64_t chunks = (R + kColumnChunk - 1) / kColumnChunk, blocks = (K + kColumnBlock - 1) / kColumnBlock;
   // from the caching allocator: a fresh mmap'ed buffer would page-fault on every call
-  const Tensor partial = chunks > 1 ? empty({chunks, K}, TensorOptions{}.with_dtype(dtype_of<T>())) : Tensor();
-  T* sums = chunks > 1 ? partial.data_ptr<T>() : out;  // [chunks, K]
+  const Tensor partial = chunks > 1 ? empty({chunks, K}, TensorOptions{}.with_dtype(dtype_of<C>())) : Tensor();
+  C* sums = chunks > 1 ? partial.data_ptr<C>() : nullptr;  // [chunks, K]
 #pragma omp parallel for schedule(static) if (K * R >= 32768 && !omp_in_parallel())
   for (int64_t w = 0; w < chunks * blocks; ++w) {
     const int64_t c = w / blocks, k0 = (w % blocks) * kColumnBlock, n = std::min(kColumnBlock, K - k0);
     const int64_t r0 = c * kColumnChunk, r1 = std::min(R, r0 + kColumnChunk);
-    alignas(64) T acc[kColumnBlock];  // local, so threads never write next to each other's partials
-    std::fill(acc, acc + n, T(0));
+    alignas(64) C acc[kColumnBlock];  // local, so threads never write next to each other's partials
+    std::fill(acc, acc + n, C(0));
     for (int64_t r = r0; r < r1; ++r) add_row(acc, x + r * K + k0, n);
-    std::copy(acc, acc + n, sums + c * K + k0);
+    if (sums) std::copy(acc, acc + n, sums + c * K + k0);
+    else std::transform(acc, acc + n, out + k0, [](C v) { return O(v); });
   }
-  if (chunks > 1) column_sums(static_cast<const T*>(sums), out, chunks, K);
+  if (chunks > 1) column_sums(static_cast<const C*>(sums), out, chunks, K);
 }
 
 }  // namespace
@@ -81,7 +86,7 @@ Tensor reduce_sum(const Tensor& x_in, const std::vector<bool>& reduce) {
   const Tensor x = x_in.detach();
   const ReductionSplit s = split_reduction(x.shape(), reduce);
   Tensor out = empty(s.out_shape, TensorOptions{}.with_dtype(x.dtype()).with_device(x.device()));
-  dispatch_arith(x.dtype(), "sum", [&](auto tag) {
+  dispatch_arith_bf16(x.dtype(), "sum", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (s.K * s.R == 0) {
       T* o = out.data_ptr<T>();

@@ -3,7 +3,7 @@
 // cuda/elementwise_kernels.cu (asynchronous on the device's current stream); a build without CUDA links stubs that
 // raise (cuda/stub/). Callers pick the backend with UOE_KERNEL (ops/backend.h). The math is the same formula for
 // formula (ops/cpu/vec_math.h; CUDA's libm in place of the CPU's float polynomials). Operands are float32/float64,
-// or bfloat16 on a GPU (computed in float32, the result rounded once).
+// or bfloat16 on either backend (loaded into float32, computed there, the result rounded once).
 #pragma once
 #include "core/tensor.h"
 

@@ -3,7 +3,8 @@
 // cuda/index_kernels.cu (on the device's current stream); a build without CUDA links stubs that raise
 // (cuda/stub/). Callers pick the backend with UOE_KERNEL (ops/backend.h). Tensors in, tensors out: each kernel
 // allocates its result on its input's device. Every sum runs in index order on both backends (each output element
-// is owned by one thread), so results never depend on the thread count or the grid.
+// is owned by one thread), so results never depend on the thread count or the grid. The CPU's index_add and
+// scatter_add also take bfloat16 (summed in float32, rounded once).
 #pragma once
 #include <utility>
 

@@ -10,7 +10,8 @@
 #include "core/tensor.h"
 
 #define UOE_REDUCE_KERNELS                                                                                       \
-  /* Sums x over the dims with reduce[d] == true; the result drops those dims. float, double, int32, int64. */   \
+  /* Sums x over the dims with reduce[d] == true; the result drops those dims. float, double, int32, int64,      \
+     and on the CPU bfloat16 (accumulated in float32, rounded once). */                                          \
   Tensor reduce_sum(const Tensor& x, const std::vector<bool>& reduce);                                          \
   /* Max (or min) along `dim` (dropped in the result) and the int64 index of its first occurrence; NaN wins (the \
      first NaN), as in PyTorch. */                                                                               \
