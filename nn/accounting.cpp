@@ -38,8 +38,8 @@ std::pair<double, double> ffn_params(const ModelConfig& c) {
 // ---- training memory ---------------------------------------------------------------------------------------
 // Every term follows what the forward code keeps for backward (nn/transformer.cpp, nn/attention.cpp,
 // nn/layers.cpp, nn/ffn.cpp, nn/moe_ffn.cpp, nn/uoe_ffn.cpp and the saves of the ops' backward nodes) and what
-// the backward allocates. CPU kernels compute reduced floats in float32, so with bfloat16 compute the attention
-// and group_l2norm keep float32 copies of their inputs; matmul and expert_ffn run bfloat16 GEMMs on their inputs as
+// the backward allocates. CPU kernels compute reduced floats in float32, so with bfloat16 compute group_l2norm
+// keeps float32 copies of its inputs; matmul, expert_ffn and attention run bfloat16 products on their inputs as
 // they are, the loss reads bfloat16 logits as they are, and the elementwise ops, sums and index sums compute in
 // float32 registers on them.
 
@@ -120,16 +120,13 @@ Part attention_part(const ModelConfig& m, const Step& s) {
   a.saved = 2 * s.act(d, kF32)                           // residual: block input and h = x + attn [N, d] (norms)
             + 2 * s.act(1, kF32)                         // rms_norm: 1/rms [N], twice
             + s.act(d, s.c)                              // attention input: normed, in the compute dtype [N, d]
-            + s.act(d, kF32) + 2 * s.act(kv, kF32)       // attention: q, k, v after RoPE [N, d], [N, kv] (float32)
-            + s.act(d, kF32) + s.act(H, kF32)            // attention: output [N, d], log-sum-exp [N, H]
-            + (s.f32 ? 0 : s.act(d, s.c));               // wo input: the output in the compute dtype [N, d]
+            + s.act(d, s.c) + 2 * s.act(kv, s.c)         // attention: q, k, v after RoPE [N, d], [N, kv]
+            + s.act(d, s.c) + s.act(H, kF32);            // attention: output (wo's input) [N, d], log-sum-exp [N, H]
   const double wq = d * d, wk = d * kv;
   a.copies = s.mixed ? 2 * tensor_bytes(wq, s.c) + 2 * tensor_bytes(wk, s.c) : 0;  // wq, wk, wv, wo cast
   a.grads = 2 * tensor_bytes(wq, s.p) + 2 * tensor_bytes(wk, s.p) + 2 * tensor_bytes(d, s.p);  // and 2 norms
-  // backward: gradient of wo's input [N, d] (and its float32 copy), then dq, dk, dv [N, d + 2 kv] in float32
-  // (and restored to the compute dtype)
-  a.work = s.act(d, s.c) + (s.f32 ? 0 : s.act(d, kF32)) + s.act(d, kF32) + 2 * s.act(kv, kF32) +
-           (s.f32 ? 0 : s.act(d, s.c) + 2 * s.act(kv, s.c));
+  // backward: gradient of wo's input [N, d], then dq, dk, dv [N, d + 2 kv], all in the compute dtype
+  a.work = 2 * s.act(d, s.c) + 2 * s.act(kv, s.c);
   return a;
 }
 

@@ -35,8 +35,8 @@ TEST(DistributedTraining, RanksStartedWithDifferentSettingsAllRefuseNamingThem) 
     FAIL() << "rank " << comm.rank() << " trained";
   } catch (const CollectiveError& e) {
     EXPECT_NE(std::string(e.what()).find("[train] the " + std::to_string(comm.size()) + " ranks were not started "
-                                         "with the same run: rank 1 differs in --batch (2 there, 4 on rank 0), "
-                                         "--zero1 (true there, false on rank 0)"),
+                                         "with the same run: rank 1 differs in TrainOptions::batch (2 there, 4 on "
+                                         "rank 0), TrainOptions::zero1 (true there, false on rank 0)"),
               std::string::npos) << e.what();
   }
   comm.barrier();  // every rank is still here: none was left in a collective
