@@ -94,7 +94,7 @@ class MoE(Experts):
     def __init__(self):
         super().__init__()
         self.router = nn.Linear(D_MODEL, N_EXPERTS, bias=False)
-        self.shared = SwiGLU(N_EXPERTS * ROUTING)
+        self.shared = SwiGLU((N_EXPERTS - TOP_K) * ROUTING)  # the preset's shared width (n - K) r
 
     def forward(self, x):
         val, idx = self.router(x).float().topk(TOP_K, -1)
