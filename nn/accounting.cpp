@@ -211,7 +211,8 @@ Part aoe_part(const ModelConfig& m, const Step& s) {
                low = double(f.n_experts * f.d_low);
   const Experts e = layer_experts(m, s.ep);
   Part p;
-  p.saved = s.act(low, kF32) * (s.f32 || s.ep > 1 ? 1 : 2)  // c in float32: group_l2norm's, expert_ffn's gate input
+  p.saved = s.act(low, kF32)                                // c in float32: group_l2norm's input
+            + (s.f32 || s.ep > 1 ? 0 : s.act(low, s.c))   // c in the compute dtype: expert_ffn's gate input
             + s.act(n, kF32)                              // scores [N, n]
             + route_saved(s, K, n, f.weights == ops::RouteWeights::FullSoftmax)
             + probs_saved(s, f)                           // balance loss, top-p entropy
