@@ -30,6 +30,8 @@ std::vector<Tensor> float64_leaves(const std::vector<Tensor>& inputs) {
     UOE_CHECK(inputs[i].defined(), "[gradcheck::check_gradients] input ", i, " is undefined");
     UOE_CHECK(is_floating(inputs[i].dtype()), "[gradcheck::check_gradients] input ", i,
               " must be floating, got ", dtype_name(inputs[i].dtype()));
+    UOE_CHECK(!inputs[i].is_cuda(), "[gradcheck::check_gradients] input ", i,
+              " is on a GPU: the checker moves the inputs' elements from the host, so it needs CPU inputs");
     NoGradGuard no_grad;
     leaves.push_back(inputs[i].detach().to(DType::Float64).contiguous().clone().requires_grad_());
   }

@@ -34,7 +34,7 @@ struct Report {
 
 // Checks d(sum(fn(xs) * w))/d xs against central differences for every element of every input, w a fixed random
 // weight shaped like fn's output. xs are float64 copies of `inputs` (made contiguous, requiring grad), so the
-// caller's tensors are untouched and fn must accept float64. fn runs 2 * (total elements) + 1 times.
+// caller's tensors are untouched and fn must accept float64. CPU tensors only. fn runs 2 * (total elements) + 1 times.
 Report check_gradients(const Fn& fn, const std::vector<Tensor>& inputs, const Options& options = {});
 
 }  // namespace uoe::gradcheck
