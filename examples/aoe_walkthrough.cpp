@@ -18,7 +18,10 @@
 #include "nn/ffn.h"
 #include "ops/ops.h"
 
+#include "lesson.h"
+
 using namespace uoe;
+using namespace uoe::lesson;
 
 namespace {
 
@@ -28,12 +31,7 @@ constexpr double alpha = 0.01;  // load-balance loss weight
 constexpr double top_p = 0.6;
 
 nn::ModelConfig layer_config(nn::Routing routing) {
-  nn::ModelConfig c;
-  c.d_model = d;
-  c.ffn.kind = nn::FfnKind::AoE;
-  c.ffn.n_experts = n;
-  c.ffn.top_k = K;
-  c.ffn.expert_width = D;
+  nn::ModelConfig c = expert_layer(nn::FfnKind::AoE, d, n, K, D);
   c.ffn.d_low = d_low;
   c.ffn.aux_loss = alpha;
   c.ffn.routing = routing;
@@ -41,21 +39,6 @@ nn::ModelConfig layer_config(nn::Routing routing) {
   return c;
 }
 
-// Redraws every parameter from N(0, 0.5²) so the printed numbers are readable (the library's init is 0.02).
-void readable_init(nn::Module& m) {
-  NoGradGuard no_grad;
-  for (auto& [name, p] : m.named_parameters()) p.copy_(randn(p.shape()) * 0.5);
-}
-
-void show(const std::string& what, const Tensor& t) { std::cout << "\n" << what << "\n" << t << "\n"; }
-void lesson(const char* title) { std::printf("\n==== %s ====\n", title); }
-
-// Fails loudly unless the claim `what` (lhs = rhs) holds to float32 rounding.
-void check_same(const Tensor& lhs, const Tensor& rhs, const char* what) {
-  const double diff = ops::max(ops::abs(lhs - rhs)).item<double>();
-  UOE_CHECK(diff < 1e-5, "claim '", what, "' is false: the two sides differ by ", diff);
-  std::printf("check: %s   (max |diff| %.1e)\n", what, diff);
-}
 void check_close(double lhs, double rhs, const char* what) {
   UOE_CHECK(std::fabs(lhs - rhs) < 1e-6, "claim '", what, "' is false: ", lhs, " vs ", rhs);
   std::printf("check: %s   (%.7f vs %.7f)\n", what, lhs, rhs);
@@ -124,7 +107,7 @@ int main() {
     const Tensor x = randn({T, d});
     show("x: a batch of T=4 tokens of width d=8   [T, d]", x);
 
-    lesson("1. AoE: each expert's gate is W_g[i] = Ŵ_down[i] W_up'[i]; the first factor scores the expert");
+    title("1. AoE: each expert's gate is W_g[i] = Ŵ_down[i] W_up'[i]; the first factor scores the expert");
     nn::AoeFfn aoe(layer_config(nn::Routing::TopK), 0.5);
     readable_init(aoe);
     const Tensor c = ops::matmul(x, aoe.gate_down);  // [T, n·d_low]
@@ -146,7 +129,7 @@ int main() {
     show("AoeFfn output: y_t = Σ_k w_tk E_k(x_t)   [T, d]", out.y);
     check_same(out.y, combine(route, experts), "AoeFfn output = Σ_k w_tk E_k(x_t) by hand");
 
-    lesson("2. The load-balance loss α · n · Σ_i f_i P_i, by hand");
+    title("2. The load-balance loss α · n · Σ_i f_i P_i, by hand");
     const Tensor probs = ops::softmax(scores, -1);  // [T, n]
     show("P = softmax(s) per token   [T, n]", probs);
     const std::vector<double> mean_p = ops::mean(probs.to(DType::Float64), {0}).to_vector<double>();
@@ -175,7 +158,7 @@ int main() {
       for (int64_t e = 0; e < n; ++e) expected.push_back(alpha * double(n) * f[size_t(e)] / double(T));
     check_same(p_leaf.grad(), from_vector(expected, {T, n}), "d loss / d P[t, i] = α n f_i / T, from the loads above");
 
-    lesson("3. Top-p routing: as many experts as it takes for their probability to pass p = 0.6");
+    title("3. Top-p routing: as many experts as it takes for their probability to pass p = 0.6");
     // Each token keeps its experts in order of probability until the running sum exceeds p (at least one, at most
     // n): a confident token keeps one expert, a hesitant one several. Weights: softmax over the kept scores.
     const std::vector<double> pv = probs.to(DType::Float64).to_vector<double>();

@@ -15,19 +15,12 @@
 #include "ops/gradcheck.h"
 #include "ops/ops.h"
 
+#include "lesson.h"
+
 using namespace uoe;
+using namespace uoe::lesson;
 
 namespace {
-
-void show(const std::string& what, const Tensor& t) { std::cout << "\n" << what << "\n" << t << "\n"; }
-void lesson(const char* title) { std::printf("\n==== %s ====\n", title); }
-
-// Fails loudly unless the claim `what` (lhs = rhs) holds to `tol`.
-void check_same(const Tensor& lhs, const Tensor& rhs, const char* what, double tol = 1e-12) {
-  const double diff = ops::max(ops::abs(lhs - rhs)).item<double>();
-  UOE_CHECK(diff < tol, "claim '", what, "' is false: the two sides differ by ", diff);
-  std::printf("check: %s   (max |diff| %.1e)\n", what, diff);
-}
 
 double sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
 
@@ -73,33 +66,33 @@ int main() {
     show("a   [2, 3]", a);
     show("b   [2, 3]", b);
 
-    lesson("1. Forward: the loop computes silu(a) ⊙ b");
+    title("1. Forward: the loop computes silu(a) ⊙ b");
     const Tensor y = swiglu(a, b);
     show("y = swiglu(a, b)   [2, 3]", y);
     std::printf("y's grad_fn: %s node, with %zu inputs (a and b)\n", y.grad_fn()->name().c_str(), y.grad_fn()->next.size());
-    check_same(y, ops::silu(a) * b, "y = silu(a) * b composed of library ops");
+    check_exact(y, ops::silu(a) * b, "y = silu(a) * b composed of library ops");
 
-    lesson("2. Backward: the node's formulas, against the composed ops' autograd");
+    title("2. Backward: the node's formulas, against the composed ops' autograd");
     ops::sum(y).backward();
     show("dL/da for L = sum(y): b σ(a) (1 + a (1 − σ(a)))   [2, 3]", a.grad());
     show("dL/db: silu(a)   [2, 3]", b.grad());
     const Tensor a2 = a.detach().requires_grad_(), b2 = b.detach().requires_grad_();
     ops::sum(ops::silu(a2) * b2).backward();
-    check_same(a.grad(), a2.grad(), "dL/da = the gradient autograd finds through ops::silu and ops::mul");
-    check_same(b.grad(), b2.grad(), "dL/db = the same through the composed ops");
+    check_exact(a.grad(), a2.grad(), "dL/da = the gradient autograd finds through ops::silu and ops::mul");
+    check_exact(b.grad(), b2.grad(), "dL/db = the same through the composed ops");
     const double a4 = 1.0, b4 = -2.0, by_hand = b4 * sigmoid(a4) * (1 + a4 * (1 - sigmoid(a4)));
     std::printf("element [1, 1] by hand: b σ(a)(1 + a(1 − σ(a))) = %.1f · %.6f · (1 + %.1f · %.6f) = %.6f\n", b4,
                 sigmoid(a4), a4, 1 - sigmoid(a4), by_hand);
-    check_same(a.grad().select(0, 1).select(0, 1), ops::scalar_like(by_hand, a), "dL/da[1, 1] by hand");
+    check_exact(a.grad().select(0, 1).select(0, 1), ops::scalar_like(by_hand, a), "dL/da[1, 1] by hand");
 
-    lesson("3. The gradient checker: analytic gradient vs central differences, every element");
+    title("3. The gradient checker: analytic gradient vs central differences, every element");
     // It differentiates sum(swiglu(a, b) * w), w fixed random weights, so every output element counts with its own
     // weight; each of the 12 input elements is moved by ±h = 1e-6 and (L(x + h) − L(x − h)) / 2h compared.
     const gradcheck::Report good = gradcheck::check_gradients([](const V& x) { return swiglu(x[0], x[1]); }, {a, b});
     print_report("correct backward", good);
     UOE_CHECK(good.passed && good.elements == 12, "the correct backward must pass on all 12 elements");
 
-    lesson("4. A backward that forgets the a (1 − σ(a)) term");
+    title("4. A backward that forgets the a (1 − σ(a)) term");
     const gradcheck::Report bad =
         gradcheck::check_gradients([](const V& x) { return swiglu(x[0], x[1], true); }, {a, b});
     print_report("wrong backward", bad);

@@ -17,7 +17,10 @@
 #include "ops/moe.h"
 #include "ops/ops.h"
 
+#include "lesson.h"
+
 using namespace uoe;
+using namespace uoe::lesson;
 
 namespace {
 
@@ -25,18 +28,6 @@ namespace {
 // can be compared to 1e-12.
 constexpr int64_t T = 5, d = 4, n = 3, K = 2, D = 3;
 const TensorOptions f64 = TensorOptions{}.with_dtype(DType::Float64);
-
-void show(const std::string& what, const Tensor& t) { std::cout << "\n" << what << "\n" << t << "\n"; }
-void lesson(const char* title) { std::printf("\n==== %s ====\n", title); }
-
-double max_abs_diff(const Tensor& a, const Tensor& b) { return ops::max(ops::abs(a - b)).item<double>(); }
-
-// Fails loudly unless the claim `what` (lhs = rhs) holds to float64 rounding.
-void check_same(const Tensor& lhs, const Tensor& rhs, const char* what) {
-  const double diff = max_abs_diff(lhs, rhs);
-  UOE_CHECK(diff < 1e-12, "claim '", what, "' is false: the two sides differ by ", diff);
-  std::printf("check: %s   (max |diff| %.1e)\n", what, diff);
-}
 
 struct Experts {
   Tensor gate, up, down;  // [n, d, D], [n, d, D], [n, D, d]
@@ -134,7 +125,7 @@ int main() {
     show("x: T=5 tokens of width d=4   [T, d]", base.x);
     show("router logits   [T, n]", base.logits);
 
-    lesson("1. Routing: the K=2 best logits per token, weights = softmax over those two");
+    title("1. Routing: the K=2 best logits per token, weights = softmax over those two");
     const ops::Route route = ops::topk_route(base.logits, K, ops::RouteWeights::TopKSoftmax);
     show("indices   [T, K]", route.indices);
     show("weights   [T, K]", route.weights);
@@ -143,26 +134,26 @@ int main() {
     const double l0 = l[size_t(idx[0])], l1 = l[size_t(idx[1])], w0 = 1 / (1 + std::exp(l1 - l0));
     std::printf("token 0: logits %.4f and %.4f -> weight of the first = 1 / (1 + exp(%.4f - %.4f)) = %.4f\n", l0, l1,
                 l1, l0, w0);
-    check_same(route.weights.select(0, 0).select(0, 0), ops::scalar_like(w0, base.x), "token 0's first weight by hand");
+    check_exact(route.weights.select(0, 0).select(0, 0), ops::scalar_like(w0, base.x), "token 0's first weight by hand");
 
-    lesson("2. Dispatch: gather each expert's tokens, run it on those rows only, add the weighted rows back");
+    title("2. Dispatch: gather each expert's tokens, run it on those rows only, add the weighted rows back");
     const Tensor by_hand = dispatch_by_hand(base.x, route.indices, route.weights, base.w, true);
     std::printf("%ld expert rows computed in all (T·K), where running every expert on every token takes %ld (T·n)\n",
                 long(T * K), long(T * n));
     const Tensor fused = ops::expert_ffn(base.x, route.indices, route.weights, base.w.gate, base.w.up, base.w.down, 0, D);
     show("ops::expert_ffn output   [T, d]", fused);
-    check_same(fused, by_hand, "expert_ffn = gather, per-expert SwiGLU, weighted index_add, by hand");
+    check_exact(fused, by_hand, "expert_ffn = gather, per-expert SwiGLU, weighted index_add, by hand");
 
-    lesson("3. The same layer as a dense composition with a 0/1 mask");
+    title("3. The same layer as a dense composition with a 0/1 mask");
     const Tensor g = gate_matrix(route.indices, route.weights);
     show("G: route weights scattered into [T, n] (0 where the expert was not picked)", g);
     const Tensor mask = ops::gt(g, ops::scalar_like(0.0, g)).to(DType::Float64);
     show("mask = (G > 0)   [T, n]", mask);
-    check_same(ops::sum(mask, {1}), full({T}, double(K), f64), "every token picked exactly K experts");
+    check_exact(ops::sum(mask, {1}), full({T}, double(K), f64), "every token picked exactly K experts");
     const Tensor dense = dense_with_mask(base.x, route.indices, route.weights, base.w);
-    check_same(fused, dense, "expert_ffn = Σ_e G[:, e] ⊙ E_e(x) over all experts and tokens");
+    check_exact(fused, dense, "expert_ffn = Σ_e G[:, e] ⊙ E_e(x) over all experts and tokens");
 
-    lesson("4. Gradients: sparse path vs dense composition, for L = Σ y ⊙ c");
+    title("4. Gradients: sparse path vs dense composition, for L = Σ y ⊙ c");
     const Tensor c = randn({T, d}, f64);
     const Leaves sp = fresh_leaves(base), de = fresh_leaves(base);
     ops::sum(sparse_layer(sp.x, sp.logits, sp.w) * c).backward();
@@ -172,7 +163,7 @@ int main() {
     for (size_t i = 0; i < a.size(); ++i) {
       const std::string claim = std::string("dL/d") + names[i] + ": sparse = dense";
       std::printf("|dL/d%s| = %.6f   ", names[i], std::sqrt(ops::sum(a[i].grad() * a[i].grad()).item<double>()));
-      check_same(a[i].grad(), b[i].grad(), claim.c_str());
+      check_exact(a[i].grad(), b[i].grad(), claim.c_str());
     }
     std::printf("The dense path computes every E_e(x_t) and multiplies the unpicked ones by 0: the same gradient,\n"
                 "T·n expert rows instead of T·K. Unpicked router logits get no gradient (the choice has none):\n");
@@ -181,7 +172,7 @@ int main() {
     std::printf("max |dL/dlogit| where the expert was not picked = %.1e\n", ops::max(ops::abs(unpicked_grad)).item<double>());
     UOE_CHECK(ops::max(ops::abs(unpicked_grad)).item<double>() == 0, "unpicked logits must get no gradient");
 
-    lesson("5. Finite differences on the sparse path (ops/gradcheck.h)");
+    title("5. Finite differences on the sparse path (ops/gradcheck.h)");
     // Indices fixed (the routing of section 1), so the function is smooth in x, the weights and the three W.
     const gradcheck::Report report = gradcheck::check_gradients(
         [&](const std::vector<Tensor>& v) {
