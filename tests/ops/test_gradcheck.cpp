@@ -58,6 +58,19 @@ TEST(GradCheckHelper, FailsAWrongBackwardAndNamesTheWorstElement) {
   EXPECT_EQ(x.to_vector<double>()[2], 3.0) << "the caller's tensor must be left as it was";
 }
 
+// The tables' wrapper (tests/gradcheck.h) goes through the same checker, on strided inputs too.
+TEST(GradCheckHelper, TheTestTablesWrapperFailsAWrongBackward) {
+  const GradCase wrong{"square_wrong", {{2, 3}}, [](const V& v) { return square(v[0], false); }};
+  const GradCase right{"square", {{2, 3}}, [](const V& v) { return square(v[0], true); }};
+  for (Layout layout : {Layout::Contiguous, Layout::Strided}) {
+    const std::string msg = check_gradients(wrong, layout, 5);
+    expect_has(msg, "square_wrong");
+    expect_has(msg, "FAILED");
+    EXPECT_EQ(check_gradients(right, layout, 5), "");
+  }
+  expect_has(check_gradients(wrong, Layout::Strided, 5), "(strided)");
+}
+
 TEST(GradCheckHelper, ReportsAnInputWithoutGradient) {
   const gradcheck::Report r = gradcheck::check_gradients([](const V& x) { return x[0] * 2.0; },
                                                          {random_double({3}, 1), random_double({3}, 2)});
