@@ -14,7 +14,10 @@
 #include "nn/ffn.h"
 #include "ops/ops.h"
 
+#include "lesson.h"
+
 using namespace uoe;
+using namespace uoe::lesson;
 
 namespace {
 
@@ -22,26 +25,11 @@ namespace {
 constexpr int64_t T = 4, d = 8, n = 4, K = 2, D = 8, r = 2;
 
 nn::ModelConfig layer_config(nn::FfnKind kind) {
-  nn::ModelConfig c;
-  c.d_model = d;
-  c.ffn.kind = kind;
-  c.ffn.n_experts = n;
-  c.ffn.top_k = K;
-  c.ffn.expert_width = D;
+  nn::ModelConfig c = expert_layer(kind, d, n, K, D);
   c.ffn.routing_neurons = r;
   return c;
 }
 
-// Redraws every parameter from N(0, 0.5²) so the printed numbers are readable (the library's init is 0.02).
-void readable_init(nn::Module& m) {
-  NoGradGuard no_grad;
-  for (auto& [name, p] : m.named_parameters()) p.copy_(randn(p.shape()) * 0.5);
-}
-
-void show(const std::string& what, const Tensor& t) { std::cout << "\n" << what << "\n" << t << "\n"; }
-void lesson(const char* title) { std::printf("\n==== %s ====\n", title); }
-
-double max_abs_diff(const Tensor& a, const Tensor& b) { return ops::max(ops::abs(a - b)).item<double>(); }
 // Frobenius norm; 0 for a tensor that received no gradient at all.
 double norm(const Tensor& t) { return t.defined() ? std::sqrt(ops::sum(t * t).item<double>()) : 0.0; }
 
@@ -76,13 +64,6 @@ Tensor combine(const Tensor& base, const ops::Route& route, const std::vector<Te
   return ops::stack(rows);
 }
 
-// Fails loudly unless the claim `what` (lhs = rhs) holds to float32 rounding.
-void check_same(const Tensor& lhs, const Tensor& rhs, const char* what) {
-  const double diff = max_abs_diff(lhs, rhs);
-  UOE_CHECK(diff < 1e-5, "claim '", what, "' is false: the two sides differ by ", diff);
-  std::printf("check: %s   (max |diff| %.1e)\n", what, diff);
-}
-
 bool selected_by(const ops::Route& route, int64_t t, int64_t e) {
   const auto idx = route.indices.to_vector<int64_t>();
   for (int64_t k = 0; k < K; ++k)
@@ -104,7 +85,7 @@ int main() {
     const Tensor x = randn({T, d});
     show("x: a batch of T=4 tokens of width d=8   [T, d]", x);
 
-    lesson("1. MoE: a linear router picks K=2 of n=4 experts per token");
+    title("1. MoE: a linear router picks K=2 of n=4 experts per token");
     nn::MoeFfn moe(layer_config(nn::FfnKind::MoE), 0.5);
     readable_init(moe);
     const Tensor logits = ops::matmul(x, moe.router);  // [T, n]
@@ -121,7 +102,7 @@ int main() {
     show("MoeFfn output: y_t = Σ_k w_tk E_k(x_t)   [T, d]", moe_y);
     check_same(moe_y, combine(zeros({T, d}), moe_route, moe_experts), "MoeFfn output = Σ_k w_tk E_k(x_t) by hand");
 
-    lesson("2. UoE: no router; each expert's first r=2 neurons are its routing neurons");
+    title("2. UoE: no router; each expert's first r=2 neurons are its routing neurons");
     nn::UoeFfn uoe(layer_config(nn::FfnKind::UoE), 0.5);
     readable_init(uoe);
     const nn::RoutingActivations act = nn::routing_activations(x, uoe.w.gate, uoe.w.up, r, nn::ScoreSource::SwiGLU);
@@ -147,7 +128,7 @@ int main() {
     show("UoeFfn output: y_t = VSE_t + Σ_k w_tk E_k[r:D](x_t)   [T, d]", uoe_y);
     check_same(uoe_y, combine(vse, uoe_route, uoe_rest), "UoeFfn output = VSE_t + Σ_k w_tk E_k[r:D](x_t) by hand");
 
-    lesson("3. Backward from token 0 alone: who learns?");
+    title("3. Backward from token 0 alone: who learns?");
     const Tensor c = randn({d});
     backward_from_token0(moe, x, c);
     std::printf("MoE: gradient norms per expert after backward from token 0\n  expert  selected  |dW_gate|  |dW_up|  |dW_down|  |d router column|\n");

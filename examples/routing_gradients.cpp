@@ -17,7 +17,10 @@
 #include "nn/optim.h"
 #include "ops/ops.h"
 
+#include "lesson.h"
+
 using namespace uoe;
+using namespace uoe::lesson;
 
 namespace {
 
@@ -25,12 +28,7 @@ namespace {
 constexpr int64_t T = 64, d = 16, n = 4, K = 2, D = 16, r = 4;
 
 nn::ModelConfig layer_config() {
-  nn::ModelConfig c;
-  c.d_model = d;
-  c.ffn.kind = nn::FfnKind::UoE;
-  c.ffn.n_experts = n;
-  c.ffn.top_k = K;
-  c.ffn.expert_width = D;
+  nn::ModelConfig c = expert_layer(nn::FfnKind::UoE, d, n, K, D);
   c.ffn.routing_neurons = r;
   return c;
 }

@@ -24,9 +24,9 @@ struct GradCase {
 // How gtest prints a case: its name, not its bytes.
 void PrintTo(const GradCase& c, std::ostream* os);
 
-// Checks d(sum(fn(inputs) * w))/d input against central differences (h = 1e-6) for every
-// element of every input; w is a fixed random weight. Returns "" or a description of the
-// first mismatch.
+// gradcheck::check_gradients (ops/gradcheck.h: central differences, h = 1e-6, every element of every input) on
+// fresh random inputs of the case, laid out as `layout` asks. Returns "" or the case's name and the report of the
+// worst element.
 std::string check_gradients(const GradCase& c, Layout layout, uint64_t seed, double tol = 1e-6);
 
 // The message of the uoe::Error that f throws, or "" when it throws none.
