@@ -219,10 +219,11 @@ Part aoe_part(const ModelConfig& m, const Step& s) {
             + s.exchange(K, d, double(f.d_low));
   p.copies = (s.mixed ? tensor_bytes(d * low, s.c) : 0) + (s.cast_experts ? e.bytes(s.c) : 0);
   p.grads = tensor_bytes(d * low, s.p) + e.bytes(s.p);
-  // backward: expert_ffn's (the first raw gradient copied into .grad); then c's two gradients (gate input and
-  // scores) and their sum while c is released, expert_ffn's dx [N, d] waiting, the expert gradients made
+  // backward: expert_ffn's (the first raw gradient copied into .grad); then c's two gradients (the gate input's
+  // in the compute dtype, the scores' in float32) while c is released, expert_ffn's dx [N, d] waiting, the expert
+  // gradients made
   p.work = std::max(expert_backward(s, d, K, low, e) + first_expert_grad(s, e),
-                    s.act(d, s.c) + 2 * s.act(low, kF32) + e.bytes(s.p));
+                    s.act(d, s.c) + s.act(low, kF32) + s.act(low, s.c) + e.bytes(s.p));
   return with_shared(p, d, double(f.shared_width), s);
 }
 
