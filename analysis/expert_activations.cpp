@@ -45,8 +45,8 @@ Tensor expert_activations(const nn::Ffn& ffn, const Tensor& x, int64_t i, int64_
   hi = checked_end("expert_activations", lo, hi, v.w->gate.size(2));
   // g_i: the gate input (AoE: x W_down[i], [T, d_low]); h_i = silu(g_i W_gate[i]) ⊙ (x W_up[i])   [T, hi − lo]
   const Tensor g_in = v.gate_down ? ops::matmul(x, v.gate_down->narrow(1, i * v.d_low, v.d_low)) : x;
-  return ops::silu(ops::matmul(g_in, v.w->gate.select(0, i).narrow(1, lo, hi - lo))) *
-         ops::matmul(x, v.w->up.select(0, i).narrow(1, lo, hi - lo));
+  return ops::swiglu(ops::matmul(g_in, v.w->gate.select(0, i).narrow(1, lo, hi - lo)),
+                     ops::matmul(x, v.w->up.select(0, i).narrow(1, lo, hi - lo)));
 }
 
 Tensor expert_activation_norms(const nn::Ffn& ffn, const Tensor& x, int64_t lo, int64_t hi) {

@@ -9,6 +9,7 @@
 
 #include "cuda/activation.cuh"
 #include "cuda/elementwise_loop.cuh"
+#include "cuda/launch.h"
 #include "cuda/storage_access.cuh"
 
 namespace uoe::cuda {
@@ -114,6 +115,23 @@ struct ActGrad {
     else return d * silu_grad(v);
   }
 };
+
+// SwiGLU's gating: silu(g) * p.
+template <typename T>
+struct SwiGlu {
+  __device__ __forceinline__ T operator()(T g, T p) const { return silu(g) * p; }
+};
+
+// dg = (dh * p) * silu'(g), dp = dh * silu(g) over n contiguous elements of storage S.
+template <typename S>
+__global__ void swiglu_backward_kernel(const S* g, const S* p, const S* dh, S* dg, S* dp, int64_t n) {
+  using C = compute_t<S>;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const C gi = load_as<C>(g + i), pi = load_as<C>(p + i), di = load_as<C>(dh + i);
+    store_as(dg + i, (di * pi) * silu_grad(gi));
+    store_as(dp + i, di * silu(gi));
+  }
+}
 
 template <typename T, BinaryKind K>
 struct Arith {
@@ -256,6 +274,36 @@ Tensor activation_grad(ActivationGrad kind, const Tensor& x, const Tensor& g) {
     }
   });
   return out;
+}
+
+Tensor swiglu(const Tensor& g, const Tensor& p) {
+  check_on_gpu("swiglu", {g, p});
+  UOE_CHECK(g.dtype() == p.dtype() && g.shape() == p.shape(), "[swiglu] internal: g and p differ in dtype or shape");
+  Tensor out = new_like(g.shape(), g.dtype(), g);
+  dispatch_float_bf16(g.dtype(), "swiglu", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    elementwise<T, T, T>("swiglu", OnStorage<T, SwiGlu<compute_t<T>>>{}, out, {&g, &p});
+  });
+  return out;
+}
+
+void swiglu_backward(const Tensor& g, const Tensor& p, const Tensor& dh, const Tensor& dg, const Tensor& dp) {
+  check_on_gpu("swiglu_backward", {g, p, dh, dg, dp});
+  for (const Tensor* t : {&g, &p, &dh, &dg, &dp})
+    UOE_CHECK(t->is_contiguous() && t->shape() == g.shape() && t->dtype() == g.dtype(),
+              "[swiglu_backward] internal: every operand must be contiguous, of g's shape and dtype");
+  const int64_t n = g.numel();
+  if (n == 0) return;
+  constexpr int kThreads = 256;
+  const unsigned blocks = unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535));
+  const LaunchContext ctx = launch_context("swiglu_backward");
+  dispatch_float_bf16(g.dtype(), "swiglu_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    swiglu_backward_kernel<T><<<blocks, kThreads, 0, ctx.stream>>>(
+        static_cast<const T*>(g.raw_data()), static_cast<const T*>(p.raw_data()), static_cast<const T*>(dh.raw_data()),
+        static_cast<T*>(dg.raw_data()), static_cast<T*>(dp.raw_data()), n);
+  });
+  check_launch("swiglu_backward");
 }
 
 void binary_into(BinaryKind kind, const Tensor& out, const Tensor& a, const Tensor& b) {

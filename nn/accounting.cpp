@@ -130,13 +130,13 @@ Part attention_part(const ModelConfig& m, const Step& s) {
   return a;
 }
 
-// SwiGLU of width h (nn/layers.cpp): gate g, silu a, up u and the product m [N, h] kept.
+// SwiGLU of width h (nn/layers.cpp): gate g, up u and the product m = swiglu(g, u) [N, h] kept.
 Part swiglu_part(double d, double h, const Step& s) {
   Part f;
-  f.saved = 4 * s.act(h, s.c);
+  f.saved = 3 * s.act(h, s.c);
   f.copies = s.mixed ? 3 * tensor_bytes(d * h, s.c) : 0;
   f.grads = 3 * tensor_bytes(d * h, s.p);
-  // backward of the product: dm, da, du [N, h] while m is released (the elementwise kernels read bfloat16 as it is)
+  // swiglu's backward: dm, then dg and du [N, h] while m is released (the kernels read bfloat16 as it is)
   f.work = 2 * s.act(h, s.c);
   return f;
 }
@@ -235,7 +235,8 @@ Part uoe_part(const ModelConfig& m, const Step& s) {
   const double nr = n * double(f.routing_neurons), K = routed_slots(f);
   const Experts e = layer_experts(m, s.ep);  // (the routing slices of all n experts are gathered)
   Part p;
-  p.saved = 4 * s.act(nr, s.c)                             // g, silu(g), up, H = silu(g)·up [N, n·r]
+  const double gate_silu = f.score == ScoreSource::GateSilu ? 1 : 0;  // silu(g), the score's source, kept by silu
+  p.saved = (3 + gate_silu) * s.act(nr, s.c)               // g, up, H = swiglu(g, up) [N, n·r]
             + (s.f32 ? 0 : s.act(nr, kF32))                // the score's source in float32 [N, n·r]
             + s.act(n, kF32)                               // scores [N, n]
             + route_saved(s, K, n, f.weights == ops::RouteWeights::FullSoftmax)

@@ -142,9 +142,8 @@ class UoeFfn : public Ffn {
 // UoE's dense routing part: every token through neurons [0, r) of every expert.
 struct RoutingActivations {
   Tensor g;       // [T, n·r] x Ŵ_g^R
-  Tensor a;       // [T, n·r] silu(g)
-  Tensor h;       // [T, n·r] H = a ⊙ (x Ŵ_p^R)
-  Tensor source;  // the one of h, a, g the score is the group norm of (FfnConfig::score)
+  Tensor h;       // [T, n·r] H = silu(g) ⊙ (x Ŵ_p^R)
+  Tensor source;  // the one of h, silu(g), g the score is the group norm of (FfnConfig::score)
 };
 // x: [T, d]; w_gate, w_up: [n, d, D >= r] (only [0, r) is read).
 RoutingActivations routing_activations(const Tensor& x, const Tensor& w_gate, const Tensor& w_up, int64_t r,

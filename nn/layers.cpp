@@ -35,7 +35,7 @@ SwiGLU::SwiGLU(int64_t d, int64_t hidden, double out_std) {
 }
 
 Tensor SwiGLU::forward(const Tensor& x) const {
-  return down->forward(ops::silu(gate->forward(x)) * up->forward(x));  // [T, hidden] -> [T, d]
+  return down->forward(ops::swiglu(gate->forward(x), up->forward(x)));  // [T, hidden] -> [T, d]
 }
 
 }  // namespace uoe::nn

@@ -30,11 +30,10 @@ RoutingActivations routing_activations(const Tensor& x, const Tensor& w_gate, co
   const Tensor wp_r = w_up.narrow(2, 0, r).permute({1, 0, 2}).reshape({d, n * r}).to(x.dtype());
   RoutingActivations act;
   act.g = ops::matmul(x, wg_r);
-  act.a = ops::silu(act.g);
-  act.h = act.a * ops::matmul(x, wp_r);
+  act.h = ops::swiglu(act.g, ops::matmul(x, wp_r));
   switch (score) {
     case ScoreSource::SwiGLU: act.source = act.h; break;
-    case ScoreSource::GateSilu: act.source = act.a; break;
+    case ScoreSource::GateSilu: act.source = ops::silu(act.g); break;
     case ScoreSource::Gate: act.source = act.g; break;
   }
   return act;

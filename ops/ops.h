@@ -24,6 +24,10 @@ Tensor softplus(const Tensor& x);  // log(1 + exp(x)), beta 1
 // Fused derivatives used by the backward of gelu and silu: g * f'(x).
 Tensor gelu_backward(const Tensor& x, const Tensor& g, bool tanh_approximation);
 Tensor silu_backward(const Tensor& x, const Tensor& g);
+// SwiGLU's gating silu(g) * p as one op (g, p: one shape and dtype), and its fused derivatives
+// (dg, dp) = ((dh * p) * silu'(g), dh * silu(g)).
+Tensor swiglu(const Tensor& g, const Tensor& p);
+std::pair<Tensor, Tensor> swiglu_backward(const Tensor& g, const Tensor& p, const Tensor& dh);
 
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);

@@ -90,6 +90,53 @@ Tensor activation_grad(ActivationGrad kind, const Tensor& x, const Tensor& g) {
   return out;
 }
 
+Tensor swiglu(const Tensor& g, const Tensor& p) {
+  Tensor out = new_like(g.shape(), g.dtype(), g);
+  dispatch_float_bf16(g.dtype(), "swiglu", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    binary_loop<T, T, T>(out, g, p, [](C a, C b) { return vm::silu(a) * b; });
+  });
+  return out;
+}
+
+namespace {
+
+// dg, dp of SwiGLU over elements [begin, end), in blocks of the compute type (as loops.h stages bfloat16).
+template <typename T>
+UOE_SIMD void swiglu_backward_range(const T* g, const T* p, const T* dh, T* dg, T* dp, int64_t begin, int64_t end) {
+  using C = compute_t<T>;
+  alignas(64) C bg[kBlock], bp[kBlock], bd[kBlock], og[kBlock], op[kBlock];
+  for (int64_t k = begin; k < end; k += kBlock) {
+    const int64_t m = std::min(kBlock, end - k);
+    load_block(bg, g + k, 1, m);
+    load_block(bp, p + k, 1, m);
+    load_block(bd, dh + k, 1, m);
+#pragma omp simd
+    for (int64_t i = 0; i < m; ++i) {
+      og[i] = (bd[i] * bp[i]) * vm::silu_grad(bg[i]);  // the order of the composed silu(g) * p's backward
+      op[i] = bd[i] * vm::silu(bg[i]);
+    }
+    store_block(dg + k, 1, og, m);
+    store_block(dp + k, 1, op, m);
+  }
+}
+
+}  // namespace
+
+void swiglu_backward(const Tensor& g, const Tensor& p, const Tensor& dh, const Tensor& dg, const Tensor& dp) {
+  dispatch_float_bf16(g.dtype(), "swiglu_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t n = g.numel();
+    constexpr int64_t kChunk = 16384;
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1 && !omp_in_parallel())
+    for (int64_t c = 0; c < chunks; ++c)
+      swiglu_backward_range(g.data_ptr<T>(), p.data_ptr<T>(), dh.data_ptr<T>(), dg.data_ptr<T>(), dp.data_ptr<T>(), c * kChunk,
+                            std::min(n, (c + 1) * kChunk));
+  });
+}
+
 void binary_into(BinaryKind kind, const Tensor& out, const Tensor& a, const Tensor& b) {
   dispatch_arith_bf16(a.dtype(), "binary", [&](auto tag) {
     using T = typename decltype(tag)::type;

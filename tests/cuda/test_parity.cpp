@@ -57,6 +57,8 @@ std::vector<ParityCase> cases() {
   for (auto [name, f] : std::vector<std::pair<const char*, Tensor (*)(const Tensor&, const Tensor&)>>{
            {"eq", ops::eq}, {"ne", ops::ne}, {"lt", ops::lt}, {"le", ops::le}, {"gt", ops::gt}, {"ge", ops::ge}})
     c.push_back({name, {{9, 13}, {13}}, [f](const Inputs& x) { return f(x[0], x[1]); }, false, false});
+  c.push_back({"swiglu", {{33, 70}, {33, 70}}, [](const Inputs& x) { return ops::swiglu(x[0], x[1]); }});
+  c.push_back({"swiglu_strided", {{40, 24}, {24, 40}}, [](const Inputs& x) { return ops::swiglu(x[0].mT(), x[1]); }});
   c.push_back({"where", {{9, 13}, {9, 13}}, [](const Inputs& x) { return ops::where(ops::gt(x[0], x[1]), x[0], x[1] * 2.0); }});
   c.push_back({"sum_dims", {{5, 6, 7}}, [](const Inputs& x) { return ops::sum(x[0], {0, 2}); }});
   c.push_back({"sum_all", {{129, 33}}, [](const Inputs& x) { return ops::sum(x[0]); }});

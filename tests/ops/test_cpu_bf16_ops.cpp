@@ -49,6 +49,11 @@ TEST(CpuBf16Ops, MatmulForwardAndBackward) {
   expect_bf16_matches_f32({{2, 20, 33}, {17, 33}}, [](const V& x) { return ops::matmul(x[0], x[1].mT()); }, 1e-2);
 }
 
+TEST(CpuBf16Ops, SwiGluForwardAndBackward) {
+  expect_bf16_matches_f32({{33, 70}, {33, 70}}, [](const V& x) { return ops::swiglu(x[0], x[1]); }, 1e-2);
+  expect_bf16_matches_f32({{70, 1000}, {1000, 70}}, [](const V& x) { return ops::swiglu(x[0], x[1].mT()); }, 1e-2);
+}
+
 TEST(CpuBf16Ops, ExpertFfnForwardAndBackward) {
   // 40 tokens, top-2 of 5 experts of width 24, d 16; neuron ranges full and partial, with and without gate input.
   const int64_t T = 40, K = 2, n = 5, d = 16, D = 24;

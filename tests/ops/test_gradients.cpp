@@ -24,6 +24,7 @@ std::vector<GradCase> cases() {
   c.push_back({"pow_tensor", {{2, 3}, {2, 3}}, [](const V& x) { return ops::pow(x[0], x[1]); }, true});
   c.push_back({"pow_scalar", {{2, 3}}, [](const V& x) { return ops::pow(x[0], 2.5); }, true});
   c.push_back({"scalar_ops", {{3, 2}}, [](const V& x) { return (x[0] * 3.0 - 1.0) / 2.0 + 0.5; }});
+  c.push_back({"swiglu", {{3, 5}, {3, 5}}, [](const V& x) { return ops::swiglu(x[0], x[1]); }});
   c.push_back({"where", {{3, 4}, {4}}, [](const V& x) {
                  return ops::where(ops::gt(x[0], ops::scalar_like(0.1, x[0])), x[0], x[1]);
                }});
