@@ -112,9 +112,18 @@ template <typename C, typename T>
   }
 }
 
-// dst[0], dst[s], ..., dst[(n-1)s] = src[0:n], rounded to O.
+// dst[0], dst[s], ..., dst[(n-1)s] = src[0:n], rounded to O. A contiguous bfloat16 destination is written as bits:
+// GCC vectorises the rounding into uint16_t but not into the BFloat16 class (a scalar loop, measured 2x slower).
 template <typename O, typename R>
 [[gnu::always_inline]] inline void store_block(O* dst, int64_t s, const R* src, int64_t n) {
+  if constexpr (std::is_same_v<O, BFloat16> && std::is_same_v<R, float>) {
+    if (s == 1) {
+      uint16_t* bits = reinterpret_cast<uint16_t*>(dst);
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) bits[i] = float_to_bf16_bits(src[i]);
+      return;
+    }
+  }
   if (s == 1) {
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) dst[i] = O(src[i]);
