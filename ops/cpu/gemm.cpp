@@ -210,9 +210,11 @@ void wait_until(Pred ready) {
 // Work is split over output tiles only, each C element is the same micro-kernel FMA chain per KC
 // block, and KC blocks are applied in ascending order by a single thread, so the result is
 // bit-identical whatever the thread count or the order in which units are taken.
+// `done`, when given, hears of each unit's block of C once its last K block is applied.
 template <typename TP, typename TC>
 void gemm_packed(const GemmKernels<TP, TC>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K, TC alpha,
-                 const TP* A, int64_t lda, const TP* B, int64_t ldb, TC beta, TC* C, int64_t ldc) {
+                 const TP* A, int64_t lda, const TP* B, int64_t ldb, TC beta, TC* C, int64_t ldc,
+                 const TileDone& done = nullptr) {
   const int64_t MR = ks.mr, NR = ks.nr;
   // K blocks: as few as ks.kc allows, evenly sized (a function of K alone, never of the threads), each
   // packed kp = kc rounded up to the granule deep.
@@ -302,6 +304,7 @@ void gemm_packed(const GemmKernels<TP, TC>& ks, bool ta, bool tb, int64_t M, int
               ks.micro(kp, Ap + ir * kp, bp, cp + ir * ldc, ldc, int(std::min(MR, mc - ir)), nr, alpha, beta_eff);
           }
         }
+        if (done) done(i0, i1, jc + p0 * NR, jc + std::min(nc, p1 * NR));
       }
       // Meet here with a yielding wait, so that the runtime's closing barrier (which spins)
       // finds everyone already there: a thread spinning in it could otherwise keep a
@@ -330,8 +333,8 @@ const GemmKernels<double>& kernels_for<double>() {
 
 void gemm_packed_bf16(const GemmKernels<BFloat16, float>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                       float alpha, const BFloat16* A, int64_t lda, const BFloat16* B, int64_t ldb, float beta,
-                      float* C, int64_t ldc) {
-  gemm_packed(ks, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+                      float* C, int64_t ldc, const TileDone& done) {
+  gemm_packed(ks, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, done);
 }
 
 bool gemm_isa_supported(GemmIsa isa) { return cpu_has(isa); }

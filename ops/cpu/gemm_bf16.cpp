@@ -69,39 +69,46 @@ std::vector<float> to_float(const BFloat16* X, int64_t rows, int64_t cols, int64
   return out;
 }
 
+// C (float32) = alpha op(A) op(B) + beta C; `done` hears of every block of C once it is final.
 void gemm_float_out(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t lda,
-                    const BFloat16* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  if (K <= 0 || alpha == 0.0f) {  // C = beta * C, A and B not read
-    gemm<float>(ta, tb, M, N, 0, alpha, nullptr, 1, nullptr, 1, beta, C, ldc);
-    return;
-  }
-  switch (gemm_bf16_active_isa()) {
+                    const BFloat16* B, int64_t ldb, float beta, float* C, int64_t ldc, const TileDone& done = nullptr) {
+  const Bf16Isa isa = K <= 0 || alpha == 0.0f ? Bf16Isa::F32 : gemm_bf16_active_isa();
+  switch (isa) {
     case Bf16Isa::Amx:
-      gemm_packed_bf16(gemm_kernels_amx_bf16(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      gemm_packed_bf16(gemm_kernels_amx_bf16(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, done);
       return;
     case Bf16Isa::Avx512Bf16:
-      gemm_packed_bf16(gemm_kernels_avx512_bf16(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      gemm_packed_bf16(gemm_kernels_avx512_bf16(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, done);
       return;
-    default: {
-      const std::vector<float> a = to_float(A, ta ? K : M, ta ? M : K, lda), b = to_float(B, tb ? N : K, tb ? K : N, ldb);
-      gemm<float>(ta, tb, M, N, K, alpha, a.data(), ta ? M : K, b.data(), tb ? K : N, beta, C, ldc);
-    }
+    default:
+      if (K <= 0 || alpha == 0.0f) {  // C = beta * C, A and B not read
+        gemm<float>(ta, tb, M, N, 0, alpha, nullptr, 1, nullptr, 1, beta, C, ldc);
+      } else {
+        const std::vector<float> a = to_float(A, ta ? K : M, ta ? M : K, lda);
+        const std::vector<float> b = to_float(B, tb ? N : K, tb ? K : N, ldb);
+        gemm<float>(ta, tb, M, N, K, alpha, a.data(), ta ? M : K, b.data(), tb ? K : N, beta, C, ldc);
+      }
+      if (done) done(0, M, 0, N);
   }
 }
 
-// The float32 result in a scratch [M, N], then C = round(result + beta * C).
+// The float32 result in a scratch [M, N]; each finished block of it is rounded into C (C = round(result + beta C))
+// by the thread that computed it, while the block is in its cache.
 void gemm_bf16_out(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t lda,
                    const BFloat16* B, int64_t ldb, float beta, BFloat16* C, int64_t ldc) {
   thread_local std::vector<float> result;
   result.resize(size_t(M * N));
-  gemm_float_out(ta, tb, M, N, K, alpha, A, lda, B, ldb, 0.0f, result.data(), N);
-  for (int64_t i = 0; i < M; ++i) {
-    const float* r = result.data() + i * N;
-    BFloat16* c = C + i * ldc;
-    if (beta == 0.0f) convert_f32_to_bf16(r, c, N);
-    else
-      for (int64_t j = 0; j < N; ++j) c[j] = BFloat16(r[j] + beta * float(c[j]));
-  }
+  const float* r = result.data();
+  const TileDone round_block = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float* ri = r + i * N;
+      BFloat16* c = C + i * ldc;
+      if (beta == 0.0f) convert_f32_to_bf16(ri + j0, c + j0, j1 - j0);
+      else
+        for (int64_t j = j0; j < j1; ++j) c[j] = BFloat16(ri[j] + beta * float(c[j]));
+    }
+  };
+  gemm_float_out(ta, tb, M, N, K, alpha, A, lda, B, ldb, 0.0f, result.data(), N, round_block);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 
 #include "core/half.h"
 
@@ -84,9 +85,13 @@ void for_each_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, bool shared_c
   }
 }
 
+// Told that C's rows [i0, i1) x columns [j0, j1) hold their final values, on the thread that computed them, while
+// they are still in its cache (each element of C is in exactly one such call).
+using TileDone = std::function<void(int64_t i0, int64_t i1, int64_t j0, int64_t j1)>;
+
 // The threaded packed driver of gemm.cpp with the given kernels (bit-identical whatever the thread count).
 void gemm_packed_bf16(const GemmKernels<BFloat16, float>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                       float alpha, const BFloat16* A, int64_t lda, const BFloat16* B, int64_t ldb, float beta,
-                      float* C, int64_t ldc);
+                      float* C, int64_t ldc, const TileDone& done = nullptr);
 
 }  // namespace uoe::cpu::detail

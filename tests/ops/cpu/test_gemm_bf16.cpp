@@ -158,6 +158,8 @@ TEST_P(GemmBf16Test, BFloat16Output) {
   for (int t = 0; t < 4; ++t) {
     check_bf16_out(Problem(t & 1, t & 2, 33, 17, 1000, 1, seed += 3), 0.0f);
     check_bf16_out(Problem(t & 1, t & 2, 15, 40, 64, 0, seed += 3), 1.0f);
+    // large enough for several threads and units, each rounding its own block of C
+    check_bf16_out(Problem(t & 1, t & 2, 300, 257, 511, 1, seed += 3), t < 2 ? 0.0f : 0.5f);
   }
 }
 
