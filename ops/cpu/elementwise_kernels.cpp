@@ -132,8 +132,8 @@ void swiglu_backward(const Tensor& g, const Tensor& p, const Tensor& dh, const T
     const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (chunks > 1 && !omp_in_parallel())
     for (int64_t c = 0; c < chunks; ++c)
-      swiglu_backward_range(g.data_ptr<T>(), p.data_ptr<T>(), dh.data_ptr<T>(), dg.data_ptr<T>(), dp.data_ptr<T>(), c * kChunk,
-                            std::min(n, (c + 1) * kChunk));
+      swiglu_backward_range(g.data_ptr<T>(), p.data_ptr<T>(), dh.data_ptr<T>(), dg.data_ptr<T>(), dp.data_ptr<T>(),
+                            c * kChunk, std::min(n, (c + 1) * kChunk));
   });
 }
 
