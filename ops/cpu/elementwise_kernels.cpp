@@ -102,13 +102,13 @@ Tensor swiglu(const Tensor& g, const Tensor& p) {
 
 namespace {
 
-// dg, dp of SwiGLU over elements [begin, end), in blocks of the compute type (as loops.h stages bfloat16).
+// dg, dp of SwiGLU over n contiguous elements, in blocks of the compute type (as loops.h stages bfloat16).
 template <typename T>
-UOE_SIMD void swiglu_backward_range(const T* g, const T* p, const T* dh, T* dg, T* dp, int64_t begin, int64_t end) {
+UOE_SIMD void swiglu_backward_inner(const T* g, const T* p, const T* dh, T* dg, T* dp, int64_t n) {
   using C = compute_t<T>;
   alignas(64) C bg[kBlock], bp[kBlock], bd[kBlock], og[kBlock], op[kBlock];
-  for (int64_t k = begin; k < end; k += kBlock) {
-    const int64_t m = std::min(kBlock, end - k);
+  for (int64_t k = 0; k < n; k += kBlock) {
+    const int64_t m = std::min(kBlock, n - k);
     load_block(bg, g + k, 1, m);
     load_block(bp, p + k, 1, m);
     load_block(bd, dh + k, 1, m);
@@ -124,16 +124,16 @@ UOE_SIMD void swiglu_backward_range(const T* g, const T* p, const T* dh, T* dg, 
 
 }  // namespace
 
+// Every operand contiguous and of one shape: the loop plan is one run of stride 1, cut into parallel chunks.
 void swiglu_backward(const Tensor& g, const Tensor& p, const Tensor& dh, const Tensor& dg, const Tensor& dp) {
   dispatch_float_bf16(g.dtype(), "swiglu_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const int64_t n = g.numel();
-    constexpr int64_t kChunk = 16384;
-    const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (chunks > 1 && !omp_in_parallel())
-    for (int64_t c = 0; c < chunks; ++c)
-      swiglu_backward_range(g.data_ptr<T>(), p.data_ptr<T>(), dh.data_ptr<T>(), dg.data_ptr<T>(), dp.data_ptr<T>(),
-                            c * kChunk, std::min(n, (c + 1) * kChunk));
+    const T *pg = g.data_ptr<T>(), *pp = p.data_ptr<T>(), *pd = dh.data_ptr<T>();
+    T *og = dg.data_ptr<T>(), *op = dp.data_ptr<T>();
+    const auto plan = plan_loop<5>({&dg, &dp, &g, &p, &dh});
+    for_each_chunk(plan, [&](const std::array<int64_t, 5>& off, int64_t n, const auto&) {
+      swiglu_backward_inner(pg + off[2], pp + off[3], pd + off[4], og + off[0], op + off[1], n);
+    });
   });
 }
 
