@@ -7,13 +7,17 @@
 # 10 KB, with its headings, naming the failing, crashing and hanging test with their first error lines; a second
 # run stopped by SIGTERM still leaves the archive and a summary; the bars compare attention with PyTorch's SDPA
 # (the summary of a fixture folder with made-up figures, labelled as such).
-# Usage: bench/gpu_check_dryrun.sh [BUILD_DIR]   (default: build, the CPU build of docs/GUIDE.md); about a minute.
+# Usage: bench/gpu_check_dryrun.sh [BUILD_DIR]   (default: build, the CPU build of docs/GUIDE.md, configured
+# with CUDA, which is the default where nvcc exists); about a minute.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 build=${1:-build}
 for binary in uoe_tests uoe_bench uoe; do
   [[ -x $build/$binary ]] || { echo "dry run: $build/$binary missing: build first (cmake --build $build)"; exit 2; }
 done
+# The benchmark families are checked by name; a build without CUDA registers none of the GPU ones.
+[[ $("$build/uoe_bench" --benchmark_list_tests=true 2> /dev/null) == *$'\n'BM_Gpu* ]] ||
+  { echo "dry run: $build/uoe_bench has no BM_Gpu* benchmarks: give a build configured with CUDA (the default)"; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin"
