@@ -211,9 +211,9 @@ void wait_until(Pred ready) {
 // block, and KC blocks are applied in ascending order by a single thread, so the result is
 // bit-identical whatever the thread count or the order in which units are taken.
 // `done`, when given, hears of each unit's block of C once its last K block is applied.
-template <typename TP, typename TC>
-void gemm_packed(const GemmKernels<TP, TC>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K, TC alpha,
-                 const TP* A, int64_t lda, const TP* B, int64_t ldb, TC beta, TC* C, int64_t ldc,
+template <typename TP, typename TC, typename TS>
+void gemm_packed(const GemmKernels<TP, TC, TS>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K, TC alpha,
+                 const TS* A, int64_t lda, const TS* B, int64_t ldb, TC beta, TC* C, int64_t ldc,
                  const TileDone& done = nullptr) {
   const int64_t MR = ks.mr, NR = ks.nr;
   // K blocks: as few as ks.kc allows, evenly sized (a function of K alone, never of the threads), each
@@ -256,7 +256,7 @@ void gemm_packed(const GemmKernels<TP, TC>& ks, bool ta, bool tb, int64_t M, int
       const int64_t pc = pb * KC, kc = std::min(KC, K - pc);
       for (int64_t p = g * kGroup; p < std::min(np, (g + 1) * kGroup); ++p) {
         const int64_t j = jc + p * NR;
-        const TP* bsrc = tb ? B + j * ldb + pc : B + pc * ldb + j;
+        const TS* bsrc = tb ? B + j * ldb + pc : B + pc * ldb + j;
         ks.pack_b(tb, bsrc, ldb, kc, std::min(NR, nc - p * NR), Bp + pb * KC * np * NR + p * NR * padded(kc));
       }
     };
@@ -318,6 +318,35 @@ void gemm_packed(const GemmKernels<TP, TC>& ks, bool ta, bool tb, int64_t M, int
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// bfloat16 operands on the float kernels (CPUs without bf16 matrix units): each panel is widened
+// into a per-thread staging block, then packed by the active float kernels' own packing.
+// ---------------------------------------------------------------------------------------------
+// src[rows, cols] (row stride ld) as contiguous float32 [rows, cols], in this thread's staging block.
+const float* widen(const BFloat16* src, int64_t ld, int64_t rows, int64_t cols) {
+  thread_local Scratch staging;
+  float* dst = static_cast<float*>(staging.get(size_t(rows * cols) * sizeof(float)));
+  for (int64_t r = 0; r < rows; ++r) convert_bf16_to_f32(src + r * ld, dst + r * cols, cols);
+  return dst;
+}
+
+// op(A)[0:mc, 0:kc], one MR-row panel at a time (float panels are kc deep: panel i0 / MR at dst + i0 * kc).
+void pack_a_widened(bool trans, const BFloat16* A, int64_t lda, int64_t mc, int64_t kc, float* dst) {
+  const GemmKernels<float>& f = kernels_f32();
+  for (int64_t i0 = 0; i0 < mc; i0 += f.mr) {
+    const int64_t rows = std::min<int64_t>(f.mr, mc - i0);
+    if (trans) f.pack_a(true, widen(A + i0, lda, kc, rows), rows, rows, kc, dst + i0 * kc);  // stored [K, M]
+    else f.pack_a(false, widen(A + i0 * lda, lda, rows, kc), kc, rows, kc, dst + i0 * kc);
+  }
+}
+
+// op(B)[0:kc, 0:nc] of one NR-column panel (the driver packs B a panel at a time).
+void pack_b_widened(bool trans, const BFloat16* B, int64_t ldb, int64_t kc, int64_t nc, float* dst) {
+  const GemmKernels<float>& f = kernels_f32();
+  if (trans) f.pack_b(true, widen(B, ldb, nc, kc), kc, kc, nc, dst);  // stored [N, K]
+  else f.pack_b(false, widen(B, ldb, kc, nc), nc, kc, nc, dst);
+}
+
 template <typename T>
 const GemmKernels<T>& kernels_for();
 template <>
@@ -335,6 +364,15 @@ void gemm_packed_bf16(const GemmKernels<BFloat16, float>& ks, bool ta, bool tb, 
                       float alpha, const BFloat16* A, int64_t lda, const BFloat16* B, int64_t ldb, float beta,
                       float* C, int64_t ldc, const TileDone& done) {
   gemm_packed(ks, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, done);
+}
+
+void gemm_packed_widened_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A,
+                              int64_t lda, const BFloat16* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                              const TileDone& done) {
+  const GemmKernels<float>& f = kernels_f32();
+  const GemmKernels<float, float, BFloat16> widened{f.mr,    f.nr,           f.kc,           f.mc,       f.b_elems,
+                                                    f.micro, &pack_a_widened, &pack_b_widened, f.k_granule};
+  gemm_packed(widened, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, done);
 }
 
 bool gemm_isa_supported(GemmIsa isa) { return cpu_has(isa); }

@@ -62,13 +62,6 @@ Bf16Isa default_isa() {
 
 std::atomic<int> g_forced_isa{int(Bf16Isa::Auto)};
 
-// op(X) stored [rows, cols] with row stride ld, as contiguous float32.
-std::vector<float> to_float(const BFloat16* X, int64_t rows, int64_t cols, int64_t ld) {
-  std::vector<float> out(size_t(rows * cols));
-  for (int64_t r = 0; r < rows; ++r) convert_bf16_to_f32(X + r * ld, out.data() + r * cols, cols);
-  return out;
-}
-
 // C (float32) = alpha op(A) op(B) + beta C; `done` hears of every block of C once it is final.
 void gemm_float_out(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t lda,
                     const BFloat16* B, int64_t ldb, float beta, float* C, int64_t ldc, const TileDone& done = nullptr) {
@@ -81,13 +74,9 @@ void gemm_float_out(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alp
       gemm_packed_bf16(gemm_kernels_avx512_bf16(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, done);
       return;
     default:
-      if (K <= 0 || alpha == 0.0f) {  // C = beta * C, A and B not read
-        gemm<float>(ta, tb, M, N, 0, alpha, nullptr, 1, nullptr, 1, beta, C, ldc);
-      } else {
-        const std::vector<float> a = to_float(A, ta ? K : M, ta ? M : K, lda);
-        const std::vector<float> b = to_float(B, tb ? N : K, tb ? K : N, ldb);
-        gemm<float>(ta, tb, M, N, K, alpha, a.data(), ta ? M : K, b.data(), tb ? K : N, beta, C, ldc);
-      }
+      if (K > 0 && alpha != 0.0f)
+        return gemm_packed_widened_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, done);
+      gemm<float>(ta, tb, M, N, 0, alpha, nullptr, 1, nullptr, 1, beta, C, ldc);  // C = beta * C, A and B not read
       if (done) done(0, M, 0, N);
   }
 }

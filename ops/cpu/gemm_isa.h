@@ -21,11 +21,11 @@ bool gemm_force_isa(GemmIsa isa);
 // The code path float gemm uses now (never Auto).
 GemmIsa gemm_active_isa();
 
-// One ISA's packed-GEMM building blocks, packed operands of type TP, C of type TC. With kp = kc rounded up
+// One ISA's packed-GEMM building blocks: operands stored as TS, packed as TP, C of type TC. With kp = kc rounded up
 // to k_granule: packed A holds panels of MR rows, panel p at dst + p*MR*kp; packed B holds panels of NR
 // columns, panel p at dst + p*NR*kp, columns past the edge and k past kc zero-filled. The layout inside a
 // panel is the ISA's (float: A (i, k) at [k*MR + i], B (k, j) at [k*NR + j]). Buffers are 64-byte aligned.
-template <typename TP, typename TC = TP>
+template <typename TP, typename TC = TP, typename TS = TP>
 struct GemmKernels {
   int mr, nr;       // register tile
   int64_t kc;       // largest K block; K is cut into equal blocks by K and this alone (never by
@@ -36,17 +36,17 @@ struct GemmKernels {
   // kp is the padded depth of the panels.
   void (*micro)(int64_t kp, const TP* a, const TP* b, TC* c, int64_t ldc, int mr, int nr, TC alpha, TC beta);
   // Packs op(A)[0:mc, 0:kc]; A points at op(A)[0,0] (trans: stored [K,M]).
-  void (*pack_a)(bool trans, const TP* A, int64_t lda, int64_t mc, int64_t kc, TP* dst);
+  void (*pack_a)(bool trans, const TS* A, int64_t lda, int64_t mc, int64_t kc, TP* dst);
   // Packs op(B)[0:kc, 0:nc]; B points at op(B)[0,0] (trans: stored [N,K]).
-  void (*pack_b)(bool trans, const TP* B, int64_t ldb, int64_t kc, int64_t nc, TP* dst);
+  void (*pack_b)(bool trans, const TS* B, int64_t ldb, int64_t kc, int64_t nc, TP* dst);
   int64_t k_granule = 1;  // panels are kc rounded up to a multiple of this deep (bf16 pairs: 2, AMX tiles: 32)
 };
 
 const GemmKernels<float>& gemm_kernels_avx512_f32();
 const GemmKernels<float>& gemm_kernels_avx2_f32();
 
-// bfloat16 GEMM code paths: VDPBF16PS (AVX512-BF16), AMX tiles (TDPBF16PS), or F32 (operands converted to
-// float, then the float GEMM) on CPUs with neither. The environment variable UOE_PIN_ISA (amx, avx512_bf16 or
+// bfloat16 GEMM code paths: VDPBF16PS (AVX512-BF16), AMX tiles (TDPBF16PS), or F32 (the float GEMM's kernels,
+// each operand panel widened to float as it is packed) on CPUs with neither. The environment variable UOE_PIN_ISA (amx, avx512_bf16 or
 // f32) forces one when the process first uses a bfloat16 GEMM.
 enum class Bf16Isa : int { Auto = -1, F32 = 0, Avx512Bf16 = 1, Amx = 2 };
 
@@ -93,5 +93,11 @@ using TileDone = std::function<void(int64_t i0, int64_t i1, int64_t j0, int64_t 
 void gemm_packed_bf16(const GemmKernels<BFloat16, float>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                       float alpha, const BFloat16* A, int64_t lda, const BFloat16* B, int64_t ldb, float beta,
                       float* C, int64_t ldc, const TileDone& done = nullptr);
+// The same product on the active float kernels (gemm_active_isa): each panel of A and B is widened to float into a
+// per-thread staging block and packed by the float packing, so no operand is copied whole. Bit-identical to the
+// float GEMM of the widened operands. K > 0.
+void gemm_packed_widened_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A,
+                              int64_t lda, const BFloat16* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                              const TileDone& done = nullptr);
 
 }  // namespace uoe::cpu::detail

@@ -12,10 +12,12 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/cpu/gemm_bf16.h"
 #include "ops/cpu/gemm_isa.h"
+#include "ops/kernels/gemm.h"
 
 namespace {
 
@@ -216,6 +218,36 @@ std::string path_name(const ::testing::TestParamInfo<Bf16Isa>& info) {
 
 INSTANTIATE_TEST_SUITE_P(AllPaths, GemmBf16Test, ::testing::Values(Bf16Isa::F32, Bf16Isa::Avx512Bf16, Bf16Isa::Amx),
                          path_name);
+
+// The float32 path runs the float GEMM's kernels on operand panels widened to float as they are packed: bit for bit
+// the float GEMM of the widened operands, on every float ISA this CPU runs (their packings differ), at odd sizes,
+// several threads' units and K past one block.
+TEST(GemmBf16F32Path, EqualsTheFloatGemmOfTheWidenedOperandsOnEveryFloatIsa) {
+  namespace d = uoe::cpu::detail;
+  ASSERT_TRUE(d::gemm_bf16_force_isa(Bf16Isa::F32));
+  const auto widened = [](const std::vector<BFloat16>& x) { return std::vector<float>(x.begin(), x.end()); };
+  uint32_t seed = 500;
+  for (const auto& [isa, name] : {std::pair{d::GemmIsa::Scalar, "scalar"}, std::pair{d::GemmIsa::Avx2, "avx2"},
+                                  std::pair{d::GemmIsa::Avx512, "avx512"}}) {
+    if (!d::gemm_force_isa(isa)) {
+      std::cout << "[ float GEMM path " << name << " not available on this CPU: not run ]\n";
+      continue;
+    }
+    std::cout << "[ float GEMM path " << name << " ]\n";
+    for (const Size& s : {Size{1, 1, 1}, Size{17, 33, 15}, Size{300, 257, 511}, Size{61, 65, 2100}})
+      for (int t = 0; t < 4; ++t) {
+        const Problem p(t & 1, t & 2, s.M, s.N, s.K, 1, seed += 3);
+        std::vector<float> got = p.C, want = p.C;
+        uoe::cpu::gemm_bf16<float>(p.ta, p.tb, p.M, p.N, p.K, 1.25f, p.A.data(), p.lda, p.B.data(), p.ldb, 0.5f,
+                                   got.data(), p.ldc);
+        uoe::cpu::gemm<float>(p.ta, p.tb, p.M, p.N, p.K, 1.25f, widened(p.A).data(), p.lda, widened(p.B).data(),
+                              p.ldb, 0.5f, want.data(), p.ldc, "test");
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << p.describe() << " " << name;
+      }
+  }
+  d::gemm_force_isa(d::GemmIsa::Auto);
+  d::gemm_bf16_force_isa(Bf16Isa::Auto);
+}
 
 TEST(GemmBf16Isa, AutoPicksTheBestPathThisCpuRuns) {
   namespace d = uoe::cpu::detail;
