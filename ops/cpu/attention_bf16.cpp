@@ -1,9 +1,12 @@
 // CPU fused attention on bfloat16 tensors: the tiled online-softmax forward and backward of attention_kernels.cpp
 // with every product on bfloat16 pairs (VDPBF16PS) and the softmax statistics in float32; the float32 route where
 // the CPU has no AVX512-BF16.
+#include <omp.h>
+
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "core/slow_paths.h"
@@ -35,23 +38,30 @@ bool use_dpbf16() {
 // The float32 route: contiguous float32 copies around the float kernels, counted as a slow path.
 AttnStrides contiguous_strides(int64_t heads, int64_t T, int64_t Dh) { return {heads * T * Dh, T * Dh, Dh}; }
 
+// A contiguous float32 [B, heads, T, Dh] copy, left uninitialised (every element is written).
+using F32Copy = std::unique_ptr<float[]>;
+
+// Calls f(r, t, b, h) for every row r = (b·heads + h)·T + t, the rows shared among the threads.
+template <typename F>
+void for_each_row(int64_t B, int64_t heads, int64_t T, F f) {
+#pragma omp parallel for schedule(static) if (B * heads * T >= 64 && !omp_in_parallel())
+  for (int64_t r = 0; r < B * heads * T; ++r) f(r, r % T, r / T / heads, r / T % heads);
+}
+
 // x [B, heads, T, Dh] (strides s) as a contiguous float32 [B, heads, T, Dh].
-std::vector<float> to_f32(const BFloat16* x, AttnStrides s, int64_t B, int64_t heads, int64_t T, int64_t Dh) {
-  std::vector<float> y(size_t(B * heads * T * Dh));
-  for (int64_t r = 0; r < B * heads * T; ++r) {  // r = (b·heads + h)·T + t
-    const int64_t t = r % T, b = r / T / heads, h = r / T % heads;
-    convert_bf16_to_f32(x + b * s.batch + h * s.head + t * s.time, y.data() + r * Dh, Dh);
-  }
+F32Copy to_f32(const BFloat16* x, AttnStrides s, int64_t B, int64_t heads, int64_t T, int64_t Dh) {
+  F32Copy y(new float[size_t(B * heads * T * Dh)]);
+  for_each_row(B, heads, T, [&](int64_t r, int64_t t, int64_t b, int64_t h) {
+    convert_bf16_to_f32(x + b * s.batch + h * s.head + t * s.time, y.get() + r * Dh, Dh);
+  });
   return y;
 }
 
 // The inverse of to_f32: y (strides s) = x rounded to bfloat16.
-void from_f32(const std::vector<float>& x, BFloat16* y, AttnStrides s, int64_t B, int64_t heads, int64_t T,
-              int64_t Dh) {
-  for (int64_t r = 0; r < B * heads * T; ++r) {
-    const int64_t t = r % T, b = r / T / heads, h = r / T % heads;
-    convert_f32_to_bf16(x.data() + r * Dh, y + b * s.batch + h * s.head + t * s.time, Dh);
-  }
+void from_f32(const F32Copy& x, BFloat16* y, AttnStrides s, int64_t B, int64_t heads, int64_t T, int64_t Dh) {
+  for_each_row(B, heads, T, [&](int64_t r, int64_t t, int64_t b, int64_t h) {
+    convert_f32_to_bf16(x.get() + r * Dh, y + b * s.batch + h * s.head + t * s.time, Dh);
+  });
 }
 
 void count_f32_route() {
@@ -310,10 +320,9 @@ void forward_f32_route(const AttnShape& s, const BFloat16* q, AttnStrides qs, co
                        const BFloat16* v, AttnStrides vs, BFloat16* out, AttnStrides os, float* lse) {
   count_f32_route();
   const AttnStrides qc = contiguous_strides(s.H, s.T, s.Dh), kc = contiguous_strides(s.Hkv, s.T, s.Dh);
-  const std::vector<float> q32 = to_f32(q, qs, s.B, s.H, s.T, s.Dh), k32 = to_f32(k, ks, s.B, s.Hkv, s.T, s.Dh),
-                           v32 = to_f32(v, vs, s.B, s.Hkv, s.T, s.Dh);
-  std::vector<float> out32(q32.size());
-  attention_forward<float>(s, q32.data(), qc, k32.data(), kc, v32.data(), kc, out32.data(), qc, lse);
+  const F32Copy q32 = to_f32(q, qs, s.B, s.H, s.T, s.Dh), k32 = to_f32(k, ks, s.B, s.Hkv, s.T, s.Dh),
+                v32 = to_f32(v, vs, s.B, s.Hkv, s.T, s.Dh), out32(new float[size_t(s.B * s.H * s.T * s.Dh)]);
+  attention_forward<float>(s, q32.get(), qc, k32.get(), kc, v32.get(), kc, out32.get(), qc, lse);
   from_f32(out32, out, os, s.B, s.H, s.T, s.Dh);
 }
 
@@ -323,12 +332,12 @@ void backward_f32_route(const AttnShape& s, const BFloat16* q, AttnStrides qs, c
                         AttnStrides dks, BFloat16* dv, AttnStrides dvs) {
   count_f32_route();
   const AttnStrides qc = contiguous_strides(s.H, s.T, s.Dh), kc = contiguous_strides(s.Hkv, s.T, s.Dh);
-  const std::vector<float> q32 = to_f32(q, qs, s.B, s.H, s.T, s.Dh), k32 = to_f32(k, ks, s.B, s.Hkv, s.T, s.Dh),
-                           v32 = to_f32(v, vs, s.B, s.Hkv, s.T, s.Dh), out32 = to_f32(out, os, s.B, s.H, s.T, s.Dh),
-                           dout32 = to_f32(dout, dos, s.B, s.H, s.T, s.Dh);
-  std::vector<float> dq32(q32.size()), dk32(k32.size()), dv32(v32.size());
-  attention_backward<float>(s, q32.data(), qc, k32.data(), kc, v32.data(), kc, out32.data(), qc, lse, dout32.data(),
-                            qc, dq32.data(), qc, dk32.data(), kc, dv32.data(), kc);
+  const F32Copy q32 = to_f32(q, qs, s.B, s.H, s.T, s.Dh), k32 = to_f32(k, ks, s.B, s.Hkv, s.T, s.Dh),
+                v32 = to_f32(v, vs, s.B, s.Hkv, s.T, s.Dh), out32 = to_f32(out, os, s.B, s.H, s.T, s.Dh),
+                dout32 = to_f32(dout, dos, s.B, s.H, s.T, s.Dh), dq32(new float[size_t(s.B * s.H * s.T * s.Dh)]),
+                dk32(new float[size_t(s.B * s.Hkv * s.T * s.Dh)]), dv32(new float[size_t(s.B * s.Hkv * s.T * s.Dh)]);
+  attention_backward<float>(s, q32.get(), qc, k32.get(), kc, v32.get(), kc, out32.get(), qc, lse, dout32.get(), qc,
+                            dq32.get(), qc, dk32.get(), kc, dv32.get(), kc);
   from_f32(dq32, dq, dqs, s.B, s.H, s.T, s.Dh);
   from_f32(dk32, dk, dks, s.B, s.Hkv, s.T, s.Dh);
   from_f32(dv32, dv, dvs, s.B, s.Hkv, s.T, s.Dh);

@@ -12,6 +12,7 @@
 
 #include <sys/mman.h>
 
+#include "core/simd.h"
 #include "ops/cpu/gemm_isa.h"
 
 namespace uoe::cpu {
@@ -322,21 +323,32 @@ void gemm_packed(const GemmKernels<TP, TC, TS>& ks, bool ta, bool tb, int64_t M,
 // bfloat16 operands on the float kernels (CPUs without bf16 matrix units): each panel is widened
 // into a per-thread staging block, then packed by the active float kernels' own packing.
 // ---------------------------------------------------------------------------------------------
+// dst[r * cols + c] = src[r * ld + c] widened to float (rows of a panel are short: no call per row).
+UOE_SIMD void widen_rows(const BFloat16* src, int64_t ld, int64_t rows, int64_t cols, float* dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* s = reinterpret_cast<const uint16_t*>(src + r * ld);
+    float* d = dst + r * cols;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) d[c] = bf16_bits_to_float(s[c]);
+  }
+}
+
 // src[rows, cols] (row stride ld) as contiguous float32 [rows, cols], in this thread's staging block.
 const float* widen(const BFloat16* src, int64_t ld, int64_t rows, int64_t cols) {
   thread_local Scratch staging;
   float* dst = static_cast<float*>(staging.get(size_t(rows * cols) * sizeof(float)));
-  for (int64_t r = 0; r < rows; ++r) convert_bf16_to_f32(src + r * ld, dst + r * cols, cols);
+  widen_rows(src, ld, rows, cols, dst);
   return dst;
 }
 
-// op(A)[0:mc, 0:kc], one MR-row panel at a time (float panels are kc deep: panel i0 / MR at dst + i0 * kc).
+// op(A)[0:mc, 0:kc]. Stored [M, K]: one MR-row panel at a time (float panels are kc deep: panel i0 / MR at
+// dst + i0 * kc). Stored [K, M]: the whole block at once, as a panel's rows would be MR elements short.
 void pack_a_widened(bool trans, const BFloat16* A, int64_t lda, int64_t mc, int64_t kc, float* dst) {
   const GemmKernels<float>& f = kernels_f32();
+  if (trans) return f.pack_a(true, widen(A, lda, kc, mc), mc, mc, kc, dst);
   for (int64_t i0 = 0; i0 < mc; i0 += f.mr) {
     const int64_t rows = std::min<int64_t>(f.mr, mc - i0);
-    if (trans) f.pack_a(true, widen(A + i0, lda, kc, rows), rows, rows, kc, dst + i0 * kc);  // stored [K, M]
-    else f.pack_a(false, widen(A + i0 * lda, lda, rows, kc), kc, rows, kc, dst + i0 * kc);
+    f.pack_a(false, widen(A + i0 * lda, lda, rows, kc), kc, rows, kc, dst + i0 * kc);
   }
 }
 
