@@ -352,11 +352,13 @@ void pack_a_widened(bool trans, const BFloat16* A, int64_t lda, int64_t mc, int6
   }
 }
 
-// op(B)[0:kc, 0:nc] of one NR-column panel (the driver packs B a panel at a time).
+// op(B)[0:kc, 0:nc] of one NR-column panel (the driver packs B a panel at a time). A whole panel of B stored
+// [K, N] is its rows as they are, widened: a float panel holds (k, j) at [k*NR + j].
 void pack_b_widened(bool trans, const BFloat16* B, int64_t ldb, int64_t kc, int64_t nc, float* dst) {
   const GemmKernels<float>& f = kernels_f32();
-  if (trans) f.pack_b(true, widen(B, ldb, nc, kc), kc, kc, nc, dst);  // stored [N, K]
-  else f.pack_b(false, widen(B, ldb, kc, nc), nc, kc, nc, dst);
+  if (trans) return f.pack_b(true, widen(B, ldb, nc, kc), kc, kc, nc, dst);  // stored [N, K]
+  if (nc == f.nr) return widen_rows(B, ldb, kc, nc, dst);
+  f.pack_b(false, widen(B, ldb, kc, nc), nc, kc, nc, dst);
 }
 
 template <typename T>
