@@ -384,8 +384,8 @@ void gemm_packed_widened_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                               int64_t lda, const BFloat16* B, int64_t ldb, float beta, float* C, int64_t ldc,
                               const TileDone& done) {
   const GemmKernels<float>& f = kernels_f32();
-  const GemmKernels<float, float, BFloat16> widened{f.mr,    f.nr,           f.kc,           f.mc,       f.b_elems,
-                                                    f.micro, &pack_a_widened, &pack_b_widened, f.k_granule};
+  const GemmKernels<float, float, BFloat16> widened{
+      f.mr, f.nr, f.kc, f.mc, f.b_elems, f.micro, &pack_a_widened, &pack_b_widened, f.k_granule};
   gemm_packed(widened, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, done);
 }
 
