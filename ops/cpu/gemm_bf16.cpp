@@ -2,6 +2,7 @@
 // bfloat16 instructions, bfloat16 C, and batching.
 #include "ops/cpu/gemm_bf16.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -90,10 +91,10 @@ float* result_scratch(size_t n) {
   return buffer.get();
 }
 
-// The float32 result in a scratch [M, N]; each finished block of it is rounded into C (C = round(result + beta C))
-// by the thread that computed it, while the block is in its cache.
-void gemm_bf16_out(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t lda,
-                   const BFloat16* B, int64_t ldb, float beta, BFloat16* C, int64_t ldc) {
+// The float32 result of rows [0, M) in a scratch [M, N]; each finished block of it is rounded into C
+// (C = round(result + beta C)) by the thread that computed it, while the block is in its cache.
+void gemm_bf16_rows(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t lda,
+                    const BFloat16* B, int64_t ldb, float beta, BFloat16* C, int64_t ldc) {
   float* r = result_scratch(size_t(M * N));
   const TileDone round_block = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     for (int64_t i = i0; i < i1; ++i) {
@@ -105,6 +106,20 @@ void gemm_bf16_out(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alph
     }
   };
   gemm_float_out(ta, tb, M, N, K, alpha, A, lda, B, ldb, 0.0f, r, N, round_block);
+}
+
+// At most this many bytes of float32 result per pass: a wide product (an LM head's [tokens, vocab] logits) runs in
+// passes of rows, so that no float32 copy of the whole of it is made or kept. The rows of a pass give the bits of the
+// whole product (blocking never changes a sum); B is packed again each pass, under 1% of a pass's work while a pass
+// has 512 rows or more (N up to 32K).
+constexpr int64_t kResultBytesPerPass = int64_t{64} << 20;
+
+void gemm_bf16_out(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t lda,
+                   const BFloat16* B, int64_t ldb, float beta, BFloat16* C, int64_t ldc) {
+  const int64_t rows = std::clamp<int64_t>(kResultBytesPerPass / (N * int64_t(sizeof(float))), 1, M);
+  for (int64_t i0 = 0; i0 < M; i0 += rows)  // op(A) rows i0.. (stored [K, M] when ta)
+    gemm_bf16_rows(ta, tb, std::min(rows, M - i0), N, K, alpha, ta ? A + i0 : A + i0 * lda, lda, B, ldb, beta,
+                   C + i0 * ldc, ldc);
 }
 
 }  // namespace

@@ -165,6 +165,26 @@ TEST_P(GemmBf16Test, BFloat16Output) {
   }
 }
 
+// A bfloat16 C wider than one pass's float32 result (64 MiB: 3000 x 6000 floats are 69 MiB) runs in passes of rows;
+// every element is still the float32 product rounded once.
+TEST_P(GemmBf16Test, WideBFloat16OutputInRowPassesIsTheRoundedFloatProduct) {
+  for (int t = 0; t < 4; ++t) {
+    const Problem p(t & 1, t & 2, 3000, 6000, 5, 0, 700 + 3 * uint32_t(t));
+    const float beta = t < 2 ? 0.0f : 0.5f;
+    std::vector<float> f32(p.C.size(), 0.0f);
+    uoe::cpu::gemm_bf16<float>(p.ta, p.tb, p.M, p.N, p.K, 1.0f, p.A.data(), p.lda, p.B.data(), p.ldb, 0.0f,
+                               f32.data(), p.ldc);
+    std::vector<BFloat16> C(p.C.size()), want(p.C.size());
+    for (size_t i = 0; i < C.size(); ++i) {
+      C[i] = BFloat16(p.C[i]);
+      want[i] = BFloat16(f32[i] + beta * float(C[i]));
+    }
+    uoe::cpu::gemm_bf16<BFloat16>(p.ta, p.tb, p.M, p.N, p.K, 1.0f, p.A.data(), p.lda, p.B.data(), p.ldb, beta,
+                                  C.data(), p.ldc);
+    EXPECT_EQ(std::memcmp(C.data(), want.data(), C.size() * sizeof(BFloat16)), 0) << p.describe();
+  }
+}
+
 TEST_P(GemmBf16Test, ThreadCountIndependence) {
   const int saved = omp_get_max_threads();
   uint32_t seed = 300;
