@@ -67,7 +67,7 @@ done
 
 echo "== best of $repeat runs"
 python3 - "$log" <<'PY'
-import collections, sys
+import sys
 best, unit, note = {}, {}, {}
 for line in open(sys.argv[1]):
     who, what, value, u, *rest = line.split()

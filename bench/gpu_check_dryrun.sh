@@ -7,8 +7,8 @@
 # 10 KB, with its headings, naming the failing, crashing and hanging test with their first error lines; a second
 # run stopped by SIGTERM still leaves the archive and a summary; the bars compare attention with PyTorch's SDPA
 # (the summary of a fixture folder with made-up figures, labelled as such).
-# Usage: bench/gpu_check_dryrun.sh [BUILD_DIR]   (default: build, the CPU build of docs/GUIDE.md, configured
-# with CUDA, which is the default where nvcc exists); about a minute.
+# Usage: bench/gpu_check_dryrun.sh [BUILD_DIR]   (default: build, the build of docs/GUIDE.md, which includes CUDA
+# wherever nvcc is installed; a build without CUDA is refused); about a minute.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 build=${1:-build}

@@ -21,11 +21,17 @@ void kernel_f32_to_bf16(const float* __restrict in, uint16_t* __restrict out, in
   for (int64_t i = 0; i < n; ++i) out[i] = float_to_bf16_bits(in[i]);
 }
 
+// out[r * cols + c] = in[r * ld + c] widened, for r < rows, c < cols.
 UOE_SIMD
-void kernel_bf16_to_f32(const uint16_t* __restrict in, float* __restrict out, int64_t n) {
+void kernel_bf16_to_f32_rows(const uint16_t* __restrict in, int64_t ld, int64_t rows, int64_t cols,
+                             float* __restrict out) {
+  for (int64_t r = 0; r < rows; ++r) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] = bf16_bits_to_float(in[i]);
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = bf16_bits_to_float(in[r * ld + c]);
+  }
 }
+
+void kernel_bf16_to_f32(const uint16_t* in, float* out, int64_t n) { kernel_bf16_to_f32_rows(in, n, 1, n, out); }
 
 UOE_SIMD
 void kernel_f32_to_f16(const float* __restrict in, uint16_t* __restrict out, int64_t n) {
@@ -67,6 +73,10 @@ void convert_f32_to_bf16(const float* in, BFloat16* out, int64_t n) {
 
 void convert_bf16_to_f32(const BFloat16* in, float* out, int64_t n) {
   run_chunked(reinterpret_cast<const uint16_t*>(in), out, n, kernel_bf16_to_f32);
+}
+
+void convert_bf16_to_f32_rows(const BFloat16* in, int64_t ld, int64_t rows, int64_t cols, float* out) {
+  kernel_bf16_to_f32_rows(reinterpret_cast<const uint16_t*>(in), ld, rows, cols, out);
 }
 
 void convert_f32_to_f16(const float* in, Float16* out, int64_t n) {

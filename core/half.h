@@ -123,5 +123,8 @@ void convert_f32_to_bf16(const float* in, BFloat16* out, int64_t n);
 void convert_bf16_to_f32(const BFloat16* in, float* out, int64_t n);
 void convert_f32_to_f16(const float* in, Float16* out, int64_t n);
 void convert_f16_to_f32(const Float16* in, float* out, int64_t n);
+// in[rows, cols] (row stride ld) into a contiguous out[rows, cols], on the calling thread (small blocks, e.g. a GEMM
+// panel inside a parallel region).
+void convert_bf16_to_f32_rows(const BFloat16* in, int64_t ld, int64_t rows, int64_t cols, float* out);
 
 }  // namespace uoe

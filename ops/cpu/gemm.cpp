@@ -12,7 +12,6 @@
 
 #include <sys/mman.h>
 
-#include "core/simd.h"
 #include "ops/cpu/gemm_isa.h"
 
 namespace uoe::cpu {
@@ -125,34 +124,31 @@ const GemmKernels<float>& kernels_f32() {
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Scratch buffers: one per thread, page aligned (2 MB and THP-advised when large), grown on
-// demand and kept for reuse.
-// ---------------------------------------------------------------------------------------------
-class Scratch {
- public:
-  ~Scratch() { std::free(ptr_); }
-  void* get(size_t bytes) {
-    if (bytes > size_) {
-      std::free(ptr_);
-      const size_t align = bytes >= (size_t(1) << 21) ? (size_t(1) << 21) : 4096;
-      size_ = (bytes + align - 1) & ~(align - 1);
-      ptr_ = std::aligned_alloc(align, size_);
-      if (!ptr_) {
-        size_ = 0;
-        throw std::bad_alloc();
-      }
-#ifdef MADV_HUGEPAGE
-      if (align > 4096) madvise(ptr_, size_, MADV_HUGEPAGE);  // fewer TLB misses on packed panels
-#endif
-    }
-    return ptr_;
-  }
+}  // namespace
 
- private:
-  void* ptr_ = nullptr;
-  size_t size_ = 0;
-};
+// ---------------------------------------------------------------------------------------------
+// Scratch buffers (gemm_isa.h): page aligned (2 MB and THP-advised when large), grown on demand.
+// ---------------------------------------------------------------------------------------------
+Scratch::~Scratch() { std::free(ptr_); }
+
+void* Scratch::get(size_t bytes) {
+  if (bytes > size_) {
+    std::free(ptr_);
+    const size_t align = bytes >= (size_t(1) << 21) ? (size_t(1) << 21) : 4096;
+    size_ = (bytes + align - 1) & ~(align - 1);
+    ptr_ = std::aligned_alloc(align, size_);
+    if (!ptr_) {
+      size_ = 0;
+      throw std::bad_alloc();
+    }
+#ifdef MADV_HUGEPAGE
+    if (align > 4096) madvise(ptr_, size_, MADV_HUGEPAGE);  // fewer TLB misses on packed panels
+#endif
+  }
+  return ptr_;
+}
+
+namespace {
 
 Scratch& scratch_b() {
   thread_local Scratch s;
@@ -323,21 +319,11 @@ void gemm_packed(const GemmKernels<TP, TC, TS>& ks, bool ta, bool tb, int64_t M,
 // bfloat16 operands on the float kernels (CPUs without bf16 matrix units): each panel is widened
 // into a per-thread staging block, then packed by the active float kernels' own packing.
 // ---------------------------------------------------------------------------------------------
-// dst[r * cols + c] = src[r * ld + c] widened to float (rows of a panel are short: no call per row).
-UOE_SIMD void widen_rows(const BFloat16* src, int64_t ld, int64_t rows, int64_t cols, float* dst) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint16_t* s = reinterpret_cast<const uint16_t*>(src + r * ld);
-    float* d = dst + r * cols;
-#pragma omp simd
-    for (int64_t c = 0; c < cols; ++c) d[c] = bf16_bits_to_float(s[c]);
-  }
-}
-
 // src[rows, cols] (row stride ld) as contiguous float32 [rows, cols], in this thread's staging block.
 const float* widen(const BFloat16* src, int64_t ld, int64_t rows, int64_t cols) {
   thread_local Scratch staging;
   float* dst = static_cast<float*>(staging.get(size_t(rows * cols) * sizeof(float)));
-  widen_rows(src, ld, rows, cols, dst);
+  convert_bf16_to_f32_rows(src, ld, rows, cols, dst);
   return dst;
 }
 
@@ -357,7 +343,7 @@ void pack_a_widened(bool trans, const BFloat16* A, int64_t lda, int64_t mc, int6
 void pack_b_widened(bool trans, const BFloat16* B, int64_t ldb, int64_t kc, int64_t nc, float* dst) {
   const GemmKernels<float>& f = kernels_f32();
   if (trans) return f.pack_b(true, widen(B, ldb, nc, kc), kc, kc, nc, dst);  // stored [N, K]
-  if (nc == f.nr) return widen_rows(B, ldb, kc, nc, dst);
+  if (nc == f.nr) return convert_bf16_to_f32_rows(B, ldb, kc, nc, dst);
   f.pack_b(false, widen(B, ldb, kc, nc), nc, kc, nc, dst);
 }
 

@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <type_traits>
 
 #include "core/error.h"
@@ -82,13 +81,11 @@ void gemm_float_out(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alp
   }
 }
 
-// This thread's float32 scratch of at least n elements, grown on demand and never initialised (a vector's resize
-// zero-fills each growth, and GEMM sizes alternate within a step: 1% of a tiny bf16 step went to that memset).
+// This thread's float32 scratch of at least n elements, never initialised (a vector's resize zero-filled each
+// growth as GEMM sizes alternate within a step: 1% of a tiny bf16 step went to that memset).
 float* result_scratch(size_t n) {
-  thread_local std::unique_ptr<float[]> buffer;
-  thread_local size_t size = 0;
-  if (n > size) buffer.reset(new float[n]), size = n;
-  return buffer.get();
+  thread_local Scratch scratch;
+  return static_cast<float*>(scratch.get(n * sizeof(float)));
 }
 
 // The float32 result of rows [0, M) in a scratch [M, N]; each finished block of it is rounded into C

@@ -4,12 +4,28 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 
 #include "core/half.h"
 
 namespace uoe::cpu::detail {
+
+// A per-thread working buffer (hold it thread_local): page aligned (2 MB and THP-advised when large), grown on
+// demand, never initialised, kept for reuse.
+class Scratch {
+ public:
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch();
+  void* get(size_t bytes);  // at least `bytes`; the contents of a smaller earlier get are not kept
+
+ private:
+  void* ptr_ = nullptr;
+  size_t size_ = 0;
+};
 
 enum class GemmIsa : int { Auto = -1, Scalar = 0, Avx2 = 1, Avx512 = 2 };
 
@@ -46,8 +62,8 @@ const GemmKernels<float>& gemm_kernels_avx512_f32();
 const GemmKernels<float>& gemm_kernels_avx2_f32();
 
 // bfloat16 GEMM code paths: VDPBF16PS (AVX512-BF16), AMX tiles (TDPBF16PS), or F32 (the float GEMM's kernels,
-// each operand panel widened to float as it is packed) on CPUs with neither. The environment variable UOE_PIN_ISA (amx, avx512_bf16 or
-// f32) forces one when the process first uses a bfloat16 GEMM.
+// each operand panel widened to float as it is packed) on CPUs with neither. The environment variable UOE_PIN_ISA
+// (amx, avx512_bf16 or f32) forces one when the process first uses a bfloat16 GEMM.
 enum class Bf16Isa : int { Auto = -1, F32 = 0, Avx512Bf16 = 1, Amx = 2 };
 
 const char* bf16_isa_name(Bf16Isa isa);  // "amx", "avx512_bf16", "f32" (as UOE_PIN_ISA spells them), "auto"

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -283,6 +284,21 @@ TEST(CoreHalf, BulkHalfToF32EqualsScalar) {
     for (int64_t i = 0; i < len; ++i) ASSERT_EQ(fbits(out[i]), fbits(h[i + 3].to_float()));
     uoe::convert_bf16_to_f32(b.data() + 3, out.data(), len);
     for (int64_t i = 0; i < len; ++i) ASSERT_EQ(fbits(out[i]), fbits(b[i + 3].to_float()));
+  }
+}
+
+// The strided form (rows of a larger matrix into a contiguous block): every element as the scalar conversion, the
+// padding between source rows not read into the output.
+TEST(CoreHalf, BulkBF16RowsToF32EqualsScalar) {
+  std::vector<BFloat16> b(4096);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = BFloat16::from_bits(static_cast<uint16_t>(i * 40503 + 11));
+  for (const auto& [rows, cols, ld] : {std::array<int64_t, 3>{1, 1, 1}, {3, 14, 17}, {14, 33, 40}, {5, 64, 64}}) {
+    std::vector<float> out(size_t(rows * cols), -1.0f);
+    uoe::convert_bf16_to_f32_rows(b.data() + 5, ld, rows, cols, out.data());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        ASSERT_EQ(fbits(out[size_t(r * cols + c)]), fbits(b[size_t(5 + r * ld + c)].to_float()))
+            << "rows " << rows << " cols " << cols << " ld " << ld << " at " << r << "," << c;
   }
 }
 
