@@ -38,15 +38,57 @@ UOE_AMX void configure_tiles() {
   configured = true;
 }
 
-// C[0:mr, 0:nr] = alpha * A * B + beta * C over kp (a multiple of 32) k. A: 32 rows, row i at a + i*kp. B: VNNI
-// pairs, pair row p at b + p*2*NR. Each 32-k step adds one TDPBF16PS per accumulator tile, in ascending k.
-UOE_AMX void micro(int64_t kp, const BFloat16* a, const BFloat16* b, float* c, int64_t ldc, int mr, int nr,
-                   float alpha, float beta) {
-  configure_tiles();
+// Loads (or zeroes) the four accumulator tiles from a 32x32 float block with row stride ld.
+UOE_AMX void load_accumulators(const float* t, int64_t ld) {
+  _tile_loadd(0, t, ld * 4);
+  _tile_loadd(1, t + 16, ld * 4);
+  _tile_loadd(2, t + 16 * ld, ld * 4);
+  _tile_loadd(3, t + 16 * ld + 16, ld * 4);
+}
+UOE_AMX void zero_accumulators() {
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
   _tile_zero(3);
+}
+UOE_AMX void store_accumulators(float* t, int64_t ld) {
+  _tile_stored(0, t, ld * 4);
+  _tile_stored(1, t + 16, ld * 4);
+  _tile_stored(2, t + 16 * ld, ld * 4);
+  _tile_stored(3, t + 16 * ld + 16, ld * 4);
+}
+
+// Copies rows x cols of a float block (row stride ls) to one with row stride ld.
+UOE_AMX void copy_block(const float* s, int64_t ls, int rows, int cols, float* d, int64_t ld) {
+  const __mmask16 m0 = avx512::mask_first(cols), m1 = avx512::mask_first(cols - 16);
+  for (int i = 0; i < rows; ++i) {
+    _mm512_mask_storeu_ps(d + i * ld, m0, _mm512_maskz_loadu_ps(m0, s + i * ls));
+    _mm512_mask_storeu_ps(d + i * ld + 16, m1, _mm512_maskz_loadu_ps(m1, s + i * ls + 16));
+  }
+}
+
+// C[0:mr, 0:nr] = alpha * A * B + beta * C over kp (a multiple of 32) k. A: 32 rows, row i at a + i*kp. B: VNNI
+// pairs, pair row p at b + p*2*NR. Each 32-k step adds one TDPBF16PS per accumulator tile, in ascending k.
+// alpha 1 and beta 0 or 1 (every block of a plain product): the tiles start from zero or from C and are stored back
+// into C, straight from and to C for a whole 32x32 tile, through a padded copy for an edge tile (the same sums
+// either way). Else the sum from zero is scaled into C row by row.
+UOE_AMX void micro(int64_t kp, const BFloat16* a, const BFloat16* b, float* c, int64_t ldc, int mr, int nr,
+                   float alpha, float beta) {
+  configure_tiles();
+  const bool onto_c = alpha == 1.0f && (beta == 0.0f || beta == 1.0f);
+  const bool whole = onto_c && mr == MR && nr == NR;
+  alignas(64) float block[MR * NR];  // [32][32]: an edge tile of C, or the scaled path's sum
+  float* t = whole ? c : block;
+  const int64_t ldt = whole ? ldc : NR;
+  if (onto_c && beta == 1.0f) {
+    if (!whole) {
+      std::memset(block, 0, sizeof(block));
+      copy_block(c, ldc, mr, nr, block, NR);
+    }
+    load_accumulators(t, ldt);
+  } else {
+    zero_accumulators();
+  }
   const int64_t a_stride = kp * 2, b_stride = NR * 4;  // bytes
   for (int64_t k = 0; k < kp; k += kTileK) {
     _tile_loadd(4, a + k, a_stride);
@@ -58,34 +100,43 @@ UOE_AMX void micro(int64_t kp, const BFloat16* a, const BFloat16* b, float* c, i
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
   }
-  alignas(64) float acc[MR * NR];  // [32][32]
-  _tile_stored(0, acc, NR * 4);
-  _tile_stored(1, acc + 16, NR * 4);
-  _tile_stored(2, acc + 16 * NR, NR * 4);
-  _tile_stored(3, acc + 16 * NR + 16, NR * 4);
+  store_accumulators(t, ldt);
+  if (whole) return;
+  if (onto_c) return copy_block(block, NR, mr, nr, c, ldc);
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
   const int beta_kind = beta == 0.0f ? 0 : beta == 1.0f ? 1 : 2;
   const __mmask16 m0 = avx512::mask_first(nr), m1 = avx512::mask_first(nr - 16);
   for (int i = 0; i < mr; ++i)
-    avx512::store_row(c + i * ldc, _mm512_load_ps(acc + i * NR), _mm512_load_ps(acc + i * NR + 16), m0, m1, va, vb,
-                      beta_kind);
+    avx512::store_row(c + i * ldc, _mm512_load_ps(block + i * NR), _mm512_load_ps(block + i * NR + 16), m0, m1, va,
+                      vb, beta_kind);
 }
 
-// Row-major panels of 32 rows, kp = kc rounded up to 32 deep, rows past mc and k past kc zero.
-void pack_a(bool trans, const BFloat16* A, int64_t lda, int64_t mc, int64_t kc, BFloat16* dst) {
+// Row-major panels of 32 rows, kp = kc rounded up to 32 deep, rows past mc and k past kc zero. Stored [K, M]
+// (trans), 32 rows at a time are first packed as VNNI pairs (pair p of row i at 32-bit lane p*32 + i, as B is),
+// then transposed 16x16 lanes at a time into rows.
+UOE_AMX void pack_a(bool trans, const BFloat16* A, int64_t lda, int64_t mc, int64_t kc, BFloat16* dst) {
   const int64_t kp = (kc + kTileK - 1) / kTileK * kTileK;
-  for (int64_t i = 0; i < (mc + MR - 1) / MR * MR; ++i) {
-    BFloat16* d = dst + i * kp;
-    if (i >= mc) {
-      std::memset(static_cast<void*>(d), 0, size_t(kp) * sizeof(BFloat16));
-      continue;
+  if (!trans) {
+    for (int64_t i = 0; i < (mc + MR - 1) / MR * MR; ++i) {
+      BFloat16* d = dst + i * kp;
+      const int64_t valid = i < mc ? kc : 0;
+      if (valid > 0) std::memcpy(static_cast<void*>(d), A + i * lda, size_t(valid) * sizeof(BFloat16));
+      std::memset(static_cast<void*>(d + valid), 0, size_t(kp - valid) * sizeof(BFloat16));
     }
-    if (trans) {
-      for (int64_t k = 0; k < kc; ++k) d[k] = A[k * lda + i];
-    } else {
-      std::memcpy(static_cast<void*>(d), A + i * lda, size_t(kc) * sizeof(BFloat16));
-    }
-    std::memset(static_cast<void*>(d + kc), 0, size_t(kp - kc) * sizeof(BFloat16));
+    return;
+  }
+  thread_local Scratch scratch;
+  auto* pairs = static_cast<float*>(scratch.get(size_t(MR * kp) * sizeof(BFloat16)));  // [kp/2][32] lanes
+  for (int64_t i0 = 0; i0 < mc; i0 += MR) {
+    pack_b_vnni32(false, A + i0, lda, kc, kp, std::min<int64_t>(MR, mc - i0), reinterpret_cast<BFloat16*>(pairs));
+    auto* rows = reinterpret_cast<float*>(dst + i0 * kp);  // row i's pairs at lane i * kp/2
+    for (int64_t p0 = 0; p0 < kp / 2; p0 += 16)
+      for (int j0 = 0; j0 < MR; j0 += 16) {
+        __m512 r[16];
+        for (int q = 0; q < 16; ++q) r[q] = _mm512_load_ps(pairs + (p0 + q) * MR + j0);
+        avx512::transpose16(r);
+        for (int j = 0; j < 16; ++j) _mm512_storeu_ps(rows + (j0 + j) * (kp / 2) + p0, r[j]);
+      }
   }
 }
 
@@ -105,7 +156,7 @@ bool amx_permitted() {
 }
 
 const GemmKernels<BFloat16, float>& gemm_kernels_amx_bf16() {
-  static const GemmKernels<BFloat16, float> k{MR, NR, 1024, 320, 1 << 22, &micro, &pack_a, &pack_b, kTileK};
+  static const GemmKernels<BFloat16, float> k{MR, NR, 512, 320, 1 << 22, &micro, &pack_a, &pack_b, kTileK};
   return k;
 }
 
