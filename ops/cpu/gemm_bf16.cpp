@@ -42,9 +42,7 @@ Bf16Isa best_isa() {
     slow_paths::count("gemm_bf16.amx_refused",
                       "the CPU has AMX but Linux refused the tile permission (arch_prctl ARCH_REQ_XCOMP_PERM): "
                       "bfloat16 GEMMs run on AVX512-BF16 or float32 instead, several times slower");
-  if (can_run(Bf16Isa::Amx)) return Bf16Isa::Amx;
-  if (can_run(Bf16Isa::Avx512Bf16)) return Bf16Isa::Avx512Bf16;
-  return Bf16Isa::F32;
+  return preferred_bf16_isa(can_run(Bf16Isa::Amx), can_run(Bf16Isa::Avx512Bf16), __builtin_cpu_is("intel"));
 }
 
 // UOE_PIN_ISA, else the best path of this CPU.
@@ -120,6 +118,11 @@ void gemm_bf16_out(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alph
 }
 
 }  // namespace
+
+Bf16Isa preferred_bf16_isa(bool amx, bool avx512_bf16, bool intel) {
+  if (amx) return Bf16Isa::Amx;
+  return avx512_bf16 && !intel ? Bf16Isa::Avx512Bf16 : Bf16Isa::F32;
+}
 
 const char* bf16_isa_name(Bf16Isa isa) {
   switch (isa) {

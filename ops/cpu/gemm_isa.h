@@ -66,10 +66,14 @@ const GemmKernels<float>& gemm_kernels_avx2_f32();
 // (amx, avx512_bf16 or f32) forces one when the process first uses a bfloat16 GEMM.
 enum class Bf16Isa : int { Auto = -1, F32 = 0, Avx512Bf16 = 1, Amx = 2 };
 
+// The path Auto picks from what the CPU (and Linux) allow: AMX; else AVX512-BF16, except on Intel, where VDPBF16PS
+// ran the GEMM at half the float32 kernels' rate (110 against 210 GFLOP/s, 2 threads, Xeon family 6 model 207,
+// 2026-12-06; on AMD Zen 4 it ran at twice: 405 against 215); else F32.
+Bf16Isa preferred_bf16_isa(bool amx, bool avx512_bf16, bool intel);
 const char* bf16_isa_name(Bf16Isa isa);  // "amx", "avx512_bf16", "f32" (as UOE_PIN_ISA spells them), "auto"
 // True if this CPU (and, for AMX, the kernel's permission) can run the path (Auto and F32 always can).
 bool gemm_bf16_isa_supported(Bf16Isa isa);
-// Forces the path (Auto = UOE_PIN_ISA, else the best the CPU supports). Returns false and changes nothing when
+// Forces the path (Auto = UOE_PIN_ISA, else preferred_bf16_isa). Returns false and changes nothing when
 // the CPU cannot run it. Do not call while a gemm is running.
 bool gemm_bf16_force_isa(Bf16Isa isa);
 Bf16Isa gemm_bf16_active_isa();  // never Auto

@@ -275,9 +275,20 @@ TEST(GemmBf16Isa, AutoPicksTheBestPathThisCpuRuns) {
   d::gemm_bf16_force_isa(Bf16Isa::Auto);
   const Bf16Isa active = d::gemm_bf16_active_isa();
   std::cout << "[ bf16 GEMM path chosen: " << d::bf16_isa_name(active) << " ]\n";
-  if (d::gemm_bf16_isa_supported(Bf16Isa::Amx)) EXPECT_EQ(active, Bf16Isa::Amx);
-  else if (d::gemm_bf16_isa_supported(Bf16Isa::Avx512Bf16)) EXPECT_EQ(active, Bf16Isa::Avx512Bf16);
-  else EXPECT_EQ(active, Bf16Isa::F32);
+  EXPECT_EQ(active, d::preferred_bf16_isa(d::gemm_bf16_isa_supported(Bf16Isa::Amx),
+                                          d::gemm_bf16_isa_supported(Bf16Isa::Avx512Bf16),
+                                          __builtin_cpu_is("intel")));
+}
+
+// AMX first; AVX512-BF16 only where it beats the float32 kernels (not on Intel); else float32.
+TEST(GemmBf16Isa, PreferenceOrder) {
+  namespace d = uoe::cpu::detail;
+  for (bool intel : {false, true}) {
+    EXPECT_EQ(d::preferred_bf16_isa(true, true, intel), Bf16Isa::Amx);
+    EXPECT_EQ(d::preferred_bf16_isa(false, false, intel), Bf16Isa::F32);
+  }
+  EXPECT_EQ(d::preferred_bf16_isa(false, true, false), Bf16Isa::Avx512Bf16);
+  EXPECT_EQ(d::preferred_bf16_isa(false, true, true), Bf16Isa::F32);
 }
 
 }  // namespace
