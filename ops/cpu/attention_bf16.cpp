@@ -23,8 +23,8 @@ namespace {
 
 using BCtx = Ctx<float, BFloat16>;
 
-// Whether the bf16 kernels run on VDPBF16PS: the CPU has AVX512-BF16 and the bfloat16 GEMM path is not pinned to
-// f32 (an AMX CPU has AVX512-BF16 too).
+// Whether the bf16 kernels run on VDPBF16PS: the CPU has AVX512-BF16 and the bfloat16 GEMM path is not f32 (an AMX
+// CPU has AVX512-BF16 too; an Intel CPU without AMX takes the f32 path, preferred_bf16_isa).
 bool use_dpbf16() {
 #if UOE_ATTN_X86
   using detail::Bf16Isa;
@@ -66,9 +66,9 @@ void from_f32(const F32Copy& x, BFloat16* y, AttnStrides s, int64_t B, int64_t h
 
 void count_f32_route() {
   slow_paths::count("attention_bf16_cpu.f32_route",
-                    "scaled_dot_product_attention on bfloat16 CPU tensors without AVX512-BF16 (or with "
-                    "UOE_PIN_ISA=f32): q, k, v (and out, dout) are converted to float32 and back around the float32 "
-                    "kernels");
+                    "scaled_dot_product_attention on bfloat16 CPU tensors where the bfloat16 GEMM path is f32 (no "
+                    "AMX, and no AVX512-BF16 or an Intel CPU's, or UOE_PIN_ISA=f32): q, k, v (and out, dout) are "
+                    "converted to float32 and back around the float32 kernels");
 }
 
 #if UOE_ATTN_X86
