@@ -141,6 +141,13 @@ UOE_SIMD void unary_inner(O* o, int64_t so, const A* a, int64_t sa, int64_t n, F
     return;
   }
   using CA = std::conditional_t<widened, compute_t<A>, A>;
+  if (sa == 0) {  // one input value (a fill, a broadcast scalar): mapped once, stored n times
+    const O v = O(f(CA(*a)));
+    if (so == 1) std::fill_n(o, n, v);
+    else
+      for (int64_t i = 0; i < n; ++i) o[i * so] = v;
+    return;
+  }
   using R = decltype(f(CA{}));
   alignas(64) CA in[kBlock];
   alignas(64) R out[kBlock];

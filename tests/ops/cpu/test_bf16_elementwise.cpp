@@ -54,12 +54,14 @@ Tensor via_f32(const std::function<Tensor(const std::vector<Tensor>&)>& f, const
   return y.dtype() == DType::Float32 ? y.to(DType::BFloat16) : y;
 }
 
-// The operand layouts of a [rows, n] input: contiguous, a transposed view, and a row broadcast along dim 0.
+// The operand layouts of a [3, n] input: contiguous, a transposed view, a row broadcast along dim 0, and a column
+// broadcast along dim 1 (each row one value: the elementwise loops' stride-0 inner loop, as in a fill).
 std::vector<std::pair<std::string, Tensor>> layouts(int64_t n, Generator& g, bool positive) {
   const Tensor t = random_bf16({n, 3}, g, positive);
   return {{"contiguous", random_bf16({3, n}, g, positive)},
           {"transposed", t.mT()},
-          {"broadcast", random_bf16({1, n}, g, positive).expand({3, n})}};
+          {"broadcast", random_bf16({1, n}, g, positive).expand({3, n})},
+          {"column broadcast", random_bf16({3, 1}, g, positive).expand({3, n})}};
 }
 
 TEST(CpuBf16Elementwise, UnaryMatchesFloat32RouteBitForBitAndFloat64) {
