@@ -65,7 +65,7 @@ std::shared_ptr<const RopeTable<C>> build_rope_table(int64_t T, int64_t Dh, doub
 
 // The table of these arguments, built on first use and kept (the last kCachedTables asked for): a training step asks
 // for the same few (forward and backward of every layer), and building one is T·Dh/2 sin and cos calls on one thread
-// while the others wait (built every call, the sin and cos were 0.8% of a tiny-uoe bf16 step's CPU samples on 2 cores).
+// while the others wait.
 template <typename C>
 std::shared_ptr<const RopeTable<C>> rope_table(int64_t T, int64_t Dh, double base, int64_t pos_offset, bool inverse) {
   struct Key {
