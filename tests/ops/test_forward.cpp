@@ -163,7 +163,7 @@ TEST(Forward, RopeRotatesPairsByPosition) {
 }
 
 // y[b, t, h, i] = x[i] cos a - x[i + Dh/2] sin a (and the pair's other half), a = (t + offset) base^(-2i/Dh), sin
-// negated for the inverse rotation: the reference the kernel's kept angle tables must reproduce.
+// negated for the inverse rotation (the backward).
 std::vector<double> rotated(const Tensor& x, double base, int64_t offset, bool inverse) {
   const int64_t B = x.size(0), T = x.size(1), H = x.size(2), Dh = x.size(3), h = Dh / 2;
   const std::vector<double> v = x.to_vector<double>();
@@ -181,8 +181,8 @@ std::vector<double> rotated(const Tensor& x, double base, int64_t offset, bool i
   return y;
 }
 
-TEST(Forward, RopeTablesKeptForEachShapeBaseOffsetAndDirection) {
-  // Twelve argument sets, twice round, more than the kernel keeps: every call must get its own table back.
+TEST(Forward, RopeRotatesEveryShapeBaseAndOffsetForwardAndBack) {
+  // Twelve argument sets, twice round (a kernel that kept its angle tables must still give each call its own).
   struct Case {
     Shape shape;
     double base;
