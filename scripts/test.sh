@@ -6,8 +6,8 @@
 # mutants per file format, tests/fuzz/README.md); what they find is saved under <build dir>/fuzz-findings.
 # Each test phase ends with one line: passed, failed, and skipped tests grouped by the reason they give. Skipped tests
 # are not listed one by one; failures print their output. The script fails when any test fails.
-# About 20 minutes on 2 cores from scratch, most of it the two builds (1,186 s from a clean clone on an AMD Zen 4,
-# 988 s on a Zen 5, 2026-12-06); UOE_TEST_JOBS sets ctest's -j.
+# 15 to 28 minutes on 2 cores from scratch, most of it the two builds (from a clean clone: 860 s on an AMD Zen 5,
+# 1,186 s on a Zen 4, 1,672 s once on CI's machine; 2026-12-06); UOE_TEST_JOBS sets ctest's -j.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${UOE_TEST_JOBS:-$(nproc)}"
