@@ -114,9 +114,9 @@ BENCHMARK(BM_GpuAttentionFwdF32)->Args({64, 1024, 0})->UseManualTime()->Unit(ben
 BENCHMARK(BM_GpuAttentionBwdF32)->Args({64, 1024, 0})->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // ---- expert FFN: m tokens per expert (balanced), two shapes (kExpertShapes) --------------------------------------
-// float32 with TF32, or bfloat16 (float32 accumulation). Work (forward + backward) = 11 GEMMs of 2·P·d·D FLOPs
-// (P = n·m pairs): forward H_g, H_p, O; backward recomputes H_g, H_p, computes dY Wdᵀ, dWd, dWg, dWu, dX (two
-// terms). The dense peer runs the same 11 GEMM shapes on one block of P rows in the same dtype (no gather, SwiGLU
+// float32 with TF32, or bfloat16 (float32 accumulation). Work (forward + backward) = 9 GEMMs of 2·P·d·D FLOPs
+// (P = n·m pairs): forward H_g, H_p (kept for the backward), O; backward dY Wdᵀ, dWd, dWg, dWu, dX (two terms).
+// The dense peer runs the same 9 GEMM shapes on one block of P rows in the same dtype (no gather, SwiGLU
 // or combine; one GEMM per shape instead of one per expert). The experts' time includes planning on the device
 // (with its one synchronisation), as the op does once per forward.
 template <typename S>
@@ -158,21 +158,21 @@ void run_expert_ffn(benchmark::State& state) {
                  wu = input({n, d, D}, 0.03), wd = input({n, D, d}, 0.03), dy = input({Tn, d}, 1.0);
     const TensorOptions o = TensorOptions{}.with_dtype(dt).with_device(kGpu);
     const Tensor y = empty({Tn, d}, o), dx = empty({Tn, d}, o), dw = empty({Tn, K}, o), dwg = empty({n, d, D}, o),
-                 dwu = empty({n, d, D}, o), dwd = empty({n, D, d}, o);
+                 dwu = empty({n, d, D}, o), dwd = empty({n, D, d}, o), h = empty({2, P, R}, o);
     auto f = [](const Tensor& t) { return t.data_ptr<S>(); };
     const double seconds = time_with_events(state, [&] {  // the plan as the op makes it: once per forward
       const kernels::DeviceExpertPlan plan = cuda::plan_experts(idx.data_ptr<int64_t>(), Tn, K, n);
       if constexpr (bf16) {
-        cuda::expert_ffn_forward_bf16(s, plan, f(x), nullptr, f(w), f(wg), f(wu), f(wd), f(y));
-        cuda::expert_ffn_backward_bf16(s, plan, f(x), nullptr, f(w), f(wg), f(wu), f(wd), f(dy), f(dx), f(dw), nullptr,
-                                       f(dwg), f(dwu), f(dwd));
+        cuda::expert_ffn_forward_bf16(s, plan, f(x), nullptr, f(w), f(wg), f(wu), f(wd), f(y), f(h));
+        cuda::expert_ffn_backward_bf16(s, plan, f(x), nullptr, f(w), f(wg), f(wu), f(wd), f(h), f(dy), f(dx), f(dw),
+                                       nullptr, f(dwg), f(dwu), f(dwd));
       } else {
-        cuda::expert_ffn_forward<float>(s, plan, f(x), nullptr, f(w), f(wg), f(wu), f(wd), f(y));
-        cuda::expert_ffn_backward<float>(s, plan, f(x), nullptr, f(w), f(wg), f(wu), f(wd), f(dy), f(dx), f(dw),
-                                         nullptr, f(dwg), f(dwu), f(dwd));
+        cuda::expert_ffn_forward<float>(s, plan, f(x), nullptr, f(w), f(wg), f(wu), f(wd), f(y), f(h));
+        cuda::expert_ffn_backward<float>(s, plan, f(x), nullptr, f(w), f(wg), f(wu), f(wd), f(h), f(dy), f(dx),
+                                         f(dw), nullptr, f(dwg), f(dwu), f(dwd));
       }
     });
-    const double flops = 11.0 * 2.0 * double(P) * double(d) * double(R);
+    const double flops = 9.0 * 2.0 * double(P) * double(d) * double(R);
     const double tflops = seconds > 0 ? flops * double(state.iterations()) / seconds * 1e-12 : 0.0;
 
     // Dense peer: the same GEMM shapes over one block of P rows.           X, dY: [P, d]; A, B, G: [P, D]
@@ -187,8 +187,6 @@ void run_expert_ffn(benchmark::State& state) {
       gemm_as<S>(false, false, P, R, d, f(X), d, f(W1) + r0, D, 0.f, f(H1), D);   // H_g
       gemm_as<S>(false, false, P, R, d, f(X), d, f(W2) + r0, D, 0.f, f(H2), D);   // H_p
       gemm_as<S>(false, false, P, d, R, f(A), D, f(W3) + r0 * d, d, 0.f, f(O), d);  // O
-      gemm_as<S>(false, false, P, R, d, f(X), d, f(W1) + r0, D, 0.f, f(H1), D);   // recompute H_g
-      gemm_as<S>(false, false, P, R, d, f(X), d, f(W2) + r0, D, 0.f, f(H2), D);   // recompute H_p
       gemm_as<S>(false, true, P, R, d, f(dY), d, f(W3) + r0 * d, d, 0.f, f(H3), D);  // dY Wdᵀ
       gemm_as<S>(true, false, R, d, P, f(A), D, f(dY), d, 0.f, f(dW3) + r0 * d, d);  // dWd
       gemm_as<S>(true, false, d, R, P, f(X), d, f(G), D, 0.f, f(dW1) + r0, D);    // dWg

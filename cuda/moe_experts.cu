@@ -95,24 +95,25 @@ __global__ void gather_rows_kernel(int64_t P, int64_t K, int64_t gn, int64_t d, 
   }
 }
 
-// hg <- silu(hg) * hp                                                                           hg, hp: [count]
+// a = silu(hg) * hp                                                                       hg, hp, a: [count]
 template <typename S>
-__global__ void swiglu_forward_kernel(int64_t count, S* hg, const S* hp) {
+__global__ void swiglu_forward_kernel(int64_t count, const S* hg, const S* hp, S* a) {
   using C = compute_t<S>;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count; e += int64_t(gridDim.x) * blockDim.x)
-    store_as(hg + e, silu(load_as<C>(hg + e)) * load_as<C>(hp + e));
+    store_as(a + e, silu(load_as<C>(hg + e)) * load_as<C>(hp + e));
 }
 
 // One warp per sorted row (as swiglu_backward_row on the CPU). In: hg = H_g, hp = H_p, g = dY Wd^T, ws = routing
-// weight. Out: g <- w A, hg <- dH_g, hp <- dH_p, dweights[pair] = <A, g> (fixed lane split and shuffle tree).
+// weight. Out: g <- w A, dhg = dH_g, dhp = dH_p, dweights[pair] = <A, g> (fixed lane split and shuffle tree).
 template <typename S>
-__global__ void swiglu_backward_kernel(int64_t P, int64_t R, const S* ws, S* hg, S* hp, S* g, PlanView pv,
-                                       S* dweights) {
+__global__ void swiglu_backward_kernel(int64_t P, int64_t R, const S* ws, const S* hg, const S* hp, S* g, S* dhg,
+                                       S* dhp, PlanView pv, S* dweights) {
   using C = compute_t<S>;
   const int lane = threadIdx.x & 31, warps = blockDim.x / 32;
   for (int64_t i = blockIdx.x * int64_t(warps) + threadIdx.x / 32; i < P; i += int64_t(gridDim.x) * warps) {
     const C w = load_as<C>(ws + i);
-    S *hgi = hg + i * R, *hpi = hp + i * R, *gi = g + i * R;
+    const S *hgi = hg + i * R, *hpi = hp + i * R;
+    S *gi = g + i * R, *dhgi = dhg + i * R, *dhpi = dhp + i * R;
     C dot = C(0);
     for (int64_t j = lane; j < R; j += 32) {
       const C h = load_as<C>(hgi + j), p = load_as<C>(hpi + j), gj = load_as<C>(gi + j);
@@ -121,8 +122,8 @@ __global__ void swiglu_backward_kernel(int64_t P, int64_t R, const S* ws, S* hg,
       dot += a * gj;
       const C da = w * gj;
       store_as(gi + j, w * a);
-      store_as(hgi + j, da * p * silu_grad(h));
-      store_as(hpi + j, da * sl);
+      store_as(dhgi + j, da * p * silu_grad(h));
+      store_as(dhpi + j, da * sl);
     }
     for (int off = 16; off > 0; off /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, off);
     if (dweights && lane == 0) store_as(dweights + pv.pair[i], dot);
@@ -205,7 +206,7 @@ void zero_weight_grads(const LaunchContext& c, const ExpertShape& s, const Devic
 // expert_ffn on storage S (float, double, or __nv_bfloat16 computed in float32 with bfloat16 GEMMs).
 template <typename S>
 void expert_forward(const ExpertShape& s, const DeviceExpertPlan& plan, const S* x, const S* gate, const S* weights,
-                    const S* wg, const S* wu, const S* wd, S* y) {
+                    const S* wg, const S* wu, const S* wd, S* y, S* h) {
   const char* op = "expert_ffn";
   check_plan(s, plan, op);
   if (s.T == 0 || s.d == 0) return;
@@ -213,9 +214,11 @@ void expert_forward(const ExpertShape& s, const DeviceExpertPlan& plan, const S*
   const int64_t P = plan.rows(), R = s.r1 - s.r0, d = s.d, dg = s.dg, D = s.D;
   if (P == 0 || R == 0) return zero(c, y, s.T * d, op);  // no pair or no neuron contributes
   const PlanView pv = view_of(plan, s);
-  // Gathered rows and per-row activations.              xs, o: [P, d]; gs: [P, dg]; hg, hp: [P, R]
-  DeviceBuffer xs = buffer<S>(c, P * d), gs = buffer<S>(c, gate ? P * dg : 0), hg = buffer<S>(c, P * R),
-               hp = buffer<S>(c, P * R), o = buffer<S>(c, P * d);
+  // Gathered rows and per-row activations (H_g, H_p in h when it is kept).  xs, o: [P, d]; gs: [P, dg]; a: [P, R]
+  DeviceBuffer xs = buffer<S>(c, P * d), gs = buffer<S>(c, gate ? P * dg : 0), kept = buffer<S>(c, h ? 0 : 2 * P * R),
+               a = buffer<S>(c, P * R), o = buffer<S>(c, P * d);
+  S* hg = h ? h : kept.get<S>();  // [P, R]
+  S* hp = hg + P * R;             // [P, R]
   gather_rows_kernel<S><<<row_blocks(P), kThreads, 0, c.stream>>>(
       P, s.K, s.gate_rows(), d, dg, pv, x, xs.get<S>(), gate, gs.get<S>(), nullptr, nullptr, nullptr, nullptr);
   check_launch(op);
@@ -224,16 +227,16 @@ void expert_forward(const ExpertShape& s, const DeviceExpertPlan& plan, const S*
   for (int64_t e = 0; e < s.n; ++e) {  // H_g = G_e Wg[e][:, r0:r1], H_p = X_e Wu[e][:, r0:r1]
     const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
     if (m == 0) continue;
-    gemms.add(false, false, m, R, dg, G + off * dg, dg, wg + e * dg * D + s.r0, D, hg.get<S>() + off * R, R);
-    gemms.add(false, false, m, R, d, xs.get<S>() + off * d, d, wu + e * d * D + s.r0, D, hp.get<S>() + off * R, R);
+    gemms.add(false, false, m, R, dg, G + off * dg, dg, wg + e * dg * D + s.r0, D, hg + off * R, R);
+    gemms.add(false, false, m, R, d, xs.get<S>() + off * d, d, wu + e * d * D + s.r0, D, hp + off * R, R);
   }
   gemms.run();
-  swiglu_forward_kernel<S><<<blocks_for(P * R), kThreads, 0, c.stream>>>(P * R, hg.get<S>(), hp.get<S>());
+  swiglu_forward_kernel<S><<<blocks_for(P * R), kThreads, 0, c.stream>>>(P * R, hg, hp, a.get<S>());
   check_launch(op);
   for (int64_t e = 0; e < s.n; ++e) {  // O_e = A_e Wd[e][r0:r1, :]
     const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
     if (m == 0) continue;
-    gemms.add(false, false, m, d, R, hg.get<S>() + off * R, R, wd + (e * D + s.r0) * d, d, o.get<S>() + off * d, d);
+    gemms.add(false, false, m, d, R, a.get<S>() + off * R, R, wd + (e * D + s.r0) * d, d, o.get<S>() + off * d, d);
   }
   gemms.run();
   combine_kernel<S><<<row_blocks(s.T), kThreads, 0, c.stream>>>(s.T, s.K, d, pv, weights, o.get<S>(), y);
@@ -242,8 +245,8 @@ void expert_forward(const ExpertShape& s, const DeviceExpertPlan& plan, const S*
 
 template <typename S>
 void expert_backward(const ExpertShape& s, const DeviceExpertPlan& plan, const S* x, const S* gate, const S* weights,
-                     const S* wg, const S* wu, const S* wd, const S* dy, S* dx, S* dweights, S* dgate, S* dwg, S* dwu,
-                     S* dwd) {
+                     const S* wg, const S* wu, const S* wd, const S* h, const S* dy, S* dx, S* dweights, S* dgate,
+                     S* dwg, S* dwu, S* dwd) {
   const char* op = "expert_ffn backward";
   check_plan(s, plan, op);
   if (!gate) dgate = nullptr;
@@ -258,28 +261,27 @@ void expert_backward(const ExpertShape& s, const DeviceExpertPlan& plan, const S
     return;
   }
   const PlanView pv = view_of(plan, s);
-  // Gathered per sorted row: inputs, dy, routing weight; activations and their gradients.
+  // Gathered per sorted row: inputs, dy, routing weight; the activations' gradients.
   DeviceBuffer xs = buffer<S>(c, P * d), gs = buffer<S>(c, gate ? P * dg : 0), dys = buffer<S>(c, P * d),
-               ws = buffer<S>(c, P), hg = buffer<S>(c, P * R), hp = buffer<S>(c, P * R), gb = buffer<S>(c, P * R),
+               ws = buffer<S>(c, P), dhg = buffer<S>(c, P * R), dhp = buffer<S>(c, P * R), gb = buffer<S>(c, P * R),
                dxs = buffer<S>(c, dx ? P * d : 0), dgs = buffer<S>(c, dgate ? P * dg : 0);
+  const S *hg = h, *hp = h + P * R;  // the forward's H_g, H_p [P, R]
   gather_rows_kernel<S><<<row_blocks(P), kThreads, 0, c.stream>>>(
       P, K, s.gate_rows(), d, dg, pv, x, xs.get<S>(), gate, gs.get<S>(), dy, dys.get<S>(), weights, ws.get<S>());
   check_launch(op);
   const S* G = gate ? gs.get<S>() : xs.get<S>();
   StageGemms<S> gemms(op);
-  for (int64_t e = 0; e < n; ++e) {  // recompute H_g, H_p; gb = dY_e Wd[e][r0:r1, :]^T
+  for (int64_t e = 0; e < n; ++e) {  // gb = dY_e Wd[e][r0:r1, :]^T
     const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
     if (m == 0) continue;
-    gemms.add(false, false, m, R, dg, G + off * dg, dg, wg + e * dg * D + s.r0, D, hg.get<S>() + off * R, R);
-    gemms.add(false, false, m, R, d, xs.get<S>() + off * d, d, wu + e * d * D + s.r0, D, hp.get<S>() + off * R, R);
     gemms.add(false, true, m, R, d, dys.get<S>() + off * d, d, wd + (e * D + s.r0) * d, d, gb.get<S>() + off * R, R);
   }
   gemms.run();
-  {  // gb <- w A, hg <- dH_g, hp <- dH_p, dweights of the selected slots
+  {  // gb <- w A, dH_g, dH_p, dweights of the selected slots
     const int warps = kThreads / 32;
     const unsigned blocks = unsigned(std::clamp<int64_t>((P + warps - 1) / warps, 1, int64_t(1) << 20));
-    swiglu_backward_kernel<S><<<blocks, kThreads, 0, c.stream>>>(P, R, ws.get<S>(), hg.get<S>(), hp.get<S>(),
-                                                                 gb.get<S>(), pv, dweights);
+    swiglu_backward_kernel<S><<<blocks, kThreads, 0, c.stream>>>(P, R, ws.get<S>(), hg, hp, gb.get<S>(),
+                                                                 dhg.get<S>(), dhp.get<S>(), pv, dweights);
     check_launch(op);
   }
   // Two grouped calls: every product that writes its own output, then the one that accumulates onto dX_e.
@@ -288,7 +290,7 @@ void expert_backward(const ExpertShape& s, const DeviceExpertPlan& plan, const S
     const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
     if (m == 0) continue;  // its weight gradients were zeroed above
     const S *Ge = G + off * dg, *Xe = xs.get<S>() + off * d, *dYe = dys.get<S>() + off * d;
-    const S *hge = hg.get<S>() + off * R, *hpe = hp.get<S>() + off * R, *gbe = gb.get<S>() + off * R;
+    const S *hge = dhg.get<S>() + off * R, *hpe = dhp.get<S>() + off * R, *gbe = gb.get<S>() + off * R;
     const S *wge = wg + e * dg * D + s.r0, *wue = wu + e * d * D + s.r0;
     // Weight gradients over this expert's rows: dWd = (w A)^T dY, dWg = G^T dH_g, dWu = X^T dH_p.
     if (dwd) gemms.add(true, false, R, d, m, gbe, R, dYe, d, dwd + (e * D + s.r0) * d, d);
@@ -314,36 +316,36 @@ void expert_backward(const ExpertShape& s, const DeviceExpertPlan& plan, const S
 
 template <typename T>
 void expert_ffn_forward(const ExpertShape& s, const DeviceExpertPlan& plan, const T* x, const T* gate, const T* weights,
-                        const T* wg, const T* wu, const T* wd, T* y) {
-  expert_forward(s, plan, x, gate, weights, wg, wu, wd, y);
+                        const T* wg, const T* wu, const T* wd, T* y, T* h) {
+  expert_forward(s, plan, x, gate, weights, wg, wu, wd, y, h);
 }
 
 template <typename T>
 void expert_ffn_backward(const ExpertShape& s, const DeviceExpertPlan& plan, const T* x, const T* gate, const T* weights,
-                         const T* wg, const T* wu, const T* wd, const T* dy, T* dx, T* dweights, T* dgate, T* dwg,
-                         T* dwu, T* dwd) {
-  expert_backward(s, plan, x, gate, weights, wg, wu, wd, dy, dx, dweights, dgate, dwg, dwu, dwd);
+                         const T* wg, const T* wu, const T* wd, const T* h, const T* dy, T* dx, T* dweights, T* dgate,
+                         T* dwg, T* dwu, T* dwd) {
+  expert_backward(s, plan, x, gate, weights, wg, wu, wd, h, dy, dx, dweights, dgate, dwg, dwu, dwd);
 }
 
 void expert_ffn_forward_bf16(const ExpertShape& s, const DeviceExpertPlan& plan, const BFloat16* x, const BFloat16* gate,
                              const BFloat16* weights, const BFloat16* wg, const BFloat16* wu, const BFloat16* wd,
-                             BFloat16* y) {
-  expert_forward(s, plan, nv(x), nv(gate), nv(weights), nv(wg), nv(wu), nv(wd), nv(y));
+                             BFloat16* y, BFloat16* h) {
+  expert_forward(s, plan, nv(x), nv(gate), nv(weights), nv(wg), nv(wu), nv(wd), nv(y), nv(h));
 }
 
 void expert_ffn_backward_bf16(const ExpertShape& s, const DeviceExpertPlan& plan, const BFloat16* x, const BFloat16* gate,
                               const BFloat16* weights, const BFloat16* wg, const BFloat16* wu, const BFloat16* wd,
-                              const BFloat16* dy, BFloat16* dx, BFloat16* dweights, BFloat16* dgate, BFloat16* dwg,
-                              BFloat16* dwu, BFloat16* dwd) {
-  expert_backward(s, plan, nv(x), nv(gate), nv(weights), nv(wg), nv(wu), nv(wd), nv(dy), nv(dx), nv(dweights),
-                  nv(dgate), nv(dwg), nv(dwu), nv(dwd));
+                              const BFloat16* h, const BFloat16* dy, BFloat16* dx, BFloat16* dweights,
+                              BFloat16* dgate, BFloat16* dwg, BFloat16* dwu, BFloat16* dwd) {
+  expert_backward(s, plan, nv(x), nv(gate), nv(weights), nv(wg), nv(wu), nv(wd), nv(h), nv(dy), nv(dx),
+                  nv(dweights), nv(dgate), nv(dwg), nv(dwu), nv(dwd));
 }
 
 #define UOE_CUDA_EXPERT_INSTANTIATE(T)                                                                                \
   template void expert_ffn_forward<T>(const ExpertShape&, const DeviceExpertPlan&, const T*, const T*, const T*, const T*,  \
-                                      const T*, const T*, T*);                                                        \
+                                      const T*, const T*, T*, T*);                                                    \
   template void expert_ffn_backward<T>(const ExpertShape&, const DeviceExpertPlan&, const T*, const T*, const T*, const T*, \
-                                       const T*, const T*, const T*, T*, T*, T*, T*, T*, T*);
+                                       const T*, const T*, const T*, const T*, T*, T*, T*, T*, T*, T*);
 UOE_CUDA_EXPERT_INSTANTIATE(float)
 UOE_CUDA_EXPERT_INSTANTIATE(double)
 #undef UOE_CUDA_EXPERT_INSTANTIATE

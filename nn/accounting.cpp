@@ -172,6 +172,16 @@ Part with_shared(Part routed, double d, double width, const Step& s) {
   return routed;
 }
 
+// The (token, slot) pairs per token that expert_ffn runs: top_k; with routing = topp as many as a uniform router
+// needs to pass top_p (the most a token takes while the router is untrained).
+double run_slots(const FfnConfig& f) {
+  const double n = double(f.n_experts);
+  return f.routing == Routing::TopP ? std::min(n, std::floor(f.top_p * n) + 1) : double(f.top_k);
+}
+
+// expert_ffn's H_g and H_p [pairs, R] each, kept in the compute dtype for its backward (R neurons per pair).
+double expert_kept(const Step& s, const FfnConfig& f, double R) { return s.act(2 * run_slots(f) * R, s.c); }
+
 // expert_ffn's backward as it returns, all in the compute dtype: dx [N, d], d weights [N, K], the gate input's
 // gradient [N, gate_cols] and the raw gradients of the three expert weights.
 double expert_backward(const Step& s, double d, double K, double gate_cols, const Experts& e) {
@@ -194,6 +204,7 @@ Part moe_part(const ModelConfig& m, const Step& s) {
             + route_saved(s, K, n, false)                              // routing
             + probs_saved(s, f)                                        // balance loss, top-p entropy
             + (f.z_loss > 0 ? s.act(n, kF32) + s.act(1, kF32) : 0)     // z-loss: logits [N, n], log-sum-exp [N]
+            + expert_kept(s, f, double(f.expert_width))                // expert_ffn's H_g, H_p
             + s.exchange(K, d);
   p.copies = (s.cast_experts ? e.bytes(s.c) : 0)                      // the experts cast, kept by expert_ffn
              + (s.p == kF32 ? 0 : tensor_bytes(d * n, kF32));       // the router cast to float32
@@ -216,6 +227,7 @@ Part aoe_part(const ModelConfig& m, const Step& s) {
             + s.act(n, kF32)                              // scores [N, n]
             + route_saved(s, K, n, f.weights == ops::RouteWeights::FullSoftmax)
             + probs_saved(s, f)                           // balance loss, top-p entropy
+            + expert_kept(s, f, double(f.expert_width))   // expert_ffn's H_g, H_p
             + s.exchange(K, d, double(f.d_low));
   p.copies = (s.mixed ? tensor_bytes(d * low, s.c) : 0) + (s.cast_experts ? e.bytes(s.c) : 0);
   p.grads = tensor_bytes(d * low, s.p) + e.bytes(s.p);
@@ -233,6 +245,9 @@ Part uoe_part(const ModelConfig& m, const Step& s) {
   const FfnConfig& f = m.ffn;
   const double d = double(m.d_model), n = double(f.n_experts);
   const double nr = n * double(f.routing_neurons), K = routed_slots(f);
+  // the neurons expert_ffn runs per pair: [r, D), or all D with combine = full_expert
+  const double expert_neurons =
+      double(f.expert_width) - (f.combine == Combine::FullExpert ? 0.0 : double(f.routing_neurons));
   const Experts e = layer_experts(m, s.ep);  // (the routing slices of all n experts are gathered)
   Part p;
   const double gate_silu = f.score == ScoreSource::GateSilu ? 1 : 0;  // silu(g), the score's source, kept by silu
@@ -242,6 +257,7 @@ Part uoe_part(const ModelConfig& m, const Step& s) {
             + route_saved(s, K, n, f.weights == ops::RouteWeights::FullSoftmax)
             + (f.combine == Combine::FullExpert ? 2 * s.act(nr, s.c) : 0)  // unselected mask and masked H [N, n·r]
             + probs_saved(s, f)                            // balance loss, top-p entropy
+            + expert_kept(s, f, expert_neurons)            // expert_ffn's H_g, H_p
             + s.exchange(K, d);
   // the routing slices of W_gate, W_up [d, n·r] and W_down [n·r, d] are copied by their reshapes
   p.copies = 3 * tensor_bytes(d * nr, s.c) + (s.cast_experts ? e.bytes(s.c) : 0);

@@ -55,6 +55,7 @@ struct ExpertRouting {
   operator const kernels::ExpertPlan&() const { return *host; }
   std::optional<kernels::DeviceExpertPlan> device;
   operator const kernels::DeviceExpertPlan&() const { return *device; }
+  int64_t rows() const { return host ? host->rows() : device->rows(); }  // the (token, slot) pairs routed
 };
 
 std::shared_ptr<const ExpertRouting> plan_routing(const Tensor& indices, const kernels::ExpertShape& s,
@@ -153,7 +154,8 @@ struct ExpertFfnBackward final : autograd::Node {
   std::string name() const override { return "expert_ffn"; }
   // Inputs: x, indices, weights, W_gate, W_up, W_down, gate_input.
   std::vector<Tensor> apply(const Tensor& g_in) override {
-    const Tensor x = saved(0), w = saved(1), wg = saved(2), wu = saved(3), wd = saved(4), gate = saved(5);
+    const Tensor x = saved(0), w = saved(1), wg = saved(2), wu = saved(3), wd = saved(4), gate = saved(5),
+                 h = saved(6);
     const OnDevice on_device(x);
     const bool bf16 = x.dtype() == DType::BFloat16;  // saved in bfloat16: the bfloat16 kernels
     const Tensor g = bf16 ? g_in.to(DType::BFloat16).contiguous() : prep(g_in);  // [T, d]
@@ -165,16 +167,16 @@ struct ExpertFfnBackward final : autograd::Node {
     if (bf16) {
       using B = BFloat16;
       UOE_KERNEL(x, expert_ffn_backward_bf16(shape, *plan, x.data_ptr<B>(), cptr<B>(gate), w.data_ptr<B>(),
-                                             wg.data_ptr<B>(), wu.data_ptr<B>(), wd.data_ptr<B>(), g.data_ptr<B>(),
-                                             mptr<B>(dx), mptr<B>(dw), mptr<B>(dgate), mptr<B>(dwg), mptr<B>(dwu),
-                                             mptr<B>(dwd)));
+                                             wg.data_ptr<B>(), wu.data_ptr<B>(), wd.data_ptr<B>(), h.data_ptr<B>(),
+                                             g.data_ptr<B>(), mptr<B>(dx), mptr<B>(dw), mptr<B>(dgate), mptr<B>(dwg),
+                                             mptr<B>(dwu), mptr<B>(dwd)));
     } else {
       dispatch_float(x.dtype(), "expert_ffn", [&](auto tag) {
         using T = typename decltype(tag)::type;
         UOE_KERNEL(x, expert_ffn_backward<T>(shape, *plan, x.data_ptr<T>(), cptr<T>(gate), w.data_ptr<T>(),
-                                             wg.data_ptr<T>(), wu.data_ptr<T>(), wd.data_ptr<T>(), g.data_ptr<T>(),
-                                             mptr<T>(dx), mptr<T>(dw), mptr<T>(dgate), mptr<T>(dwg), mptr<T>(dwu),
-                                             mptr<T>(dwd)));
+                                             wg.data_ptr<T>(), wu.data_ptr<T>(), wd.data_ptr<T>(), h.data_ptr<T>(),
+                                             g.data_ptr<T>(), mptr<T>(dx), mptr<T>(dw), mptr<T>(dgate),
+                                             mptr<T>(dwg), mptr<T>(dwu), mptr<T>(dwd)));
       });
     }
     return {restore(dx, dtype),   Tensor(),
@@ -346,21 +348,27 @@ Tensor expert_ffn(const Tensor& x, const Tensor& indices, const Tensor& weights,
   auto in = [&](const Tensor& t) { return t.defined() ? (bf16 ? t : kernel_view(t)).detach().contiguous() : Tensor(); };
   const Tensor xc = in(x), wc = in(weights), wgc = in(w_gate), wuc = in(w_up), wdc = in(w_down), gc = in(gate_input);
   Tensor y = empty({s.T, s.d}, like(xc));  // [T, d]
+  // H_g, H_p of every routed pair, kept for the backward when it will run (which then needs no GEMM to recompute
+  // them)                                                                                          [2, P, R]
+  const bool keep = autograd::grad_enabled() &&
+                    autograd::needs_grad({x, indices, weights, w_gate, w_up, w_down, gate_input});
+  const Tensor h = keep ? empty({2, plan->rows(), s.r1 - s.r0}, like(xc)) : Tensor();
   if (bf16) {
     using B = BFloat16;
     UOE_KERNEL(xc, expert_ffn_forward_bf16(s, *plan, xc.data_ptr<B>(), cptr<B>(gc), wc.data_ptr<B>(), wgc.data_ptr<B>(),
-                                           wuc.data_ptr<B>(), wdc.data_ptr<B>(), y.data_ptr<B>()));
+                                           wuc.data_ptr<B>(), wdc.data_ptr<B>(), y.data_ptr<B>(), mptr<B>(h)));
   } else {
     dispatch_float(xc.dtype(), "expert_ffn", [&](auto tag) {
       using T = typename decltype(tag)::type;
       UOE_KERNEL(xc, expert_ffn_forward<T>(s, *plan, xc.data_ptr<T>(), cptr<T>(gc), wc.data_ptr<T>(),
-                                           wgc.data_ptr<T>(), wuc.data_ptr<T>(), wdc.data_ptr<T>(), y.data_ptr<T>()));
+                                           wgc.data_ptr<T>(), wuc.data_ptr<T>(), wdc.data_ptr<T>(), y.data_ptr<T>(),
+                                           mptr<T>(h)));
     });
   }
   y = restore(y, x.dtype());
   if (auto node = autograd::record<ExpertFfnBackward>(y, {x, indices, weights, w_gate, w_up, w_down, gate_input}, s,
                                                       plan, x.dtype()))
-    node->save({xc, wc, wgc, wuc, wdc, gc});
+    node->save({xc, wc, wgc, wuc, wdc, gc, h});
   return y;
 }
 

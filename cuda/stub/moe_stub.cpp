@@ -25,12 +25,12 @@ void count_routed(const int64_t*, int64_t, int64_t, int64_t*) { no_cuda("count_r
 DeviceExpertPlan plan_experts(const int64_t*, int64_t, int64_t, int64_t) { no_cuda("expert_ffn"); }
 template <typename T>
 void expert_ffn_forward(const ExpertShape&, const DeviceExpertPlan&, const T*, const T*, const T*, const T*, const T*,
-                        const T*, T*) {
+                        const T*, T*, T*) {
   no_cuda("expert_ffn");
 }
 template <typename T>
 void expert_ffn_backward(const ExpertShape&, const DeviceExpertPlan&, const T*, const T*, const T*, const T*, const T*,
-                         const T*, const T*, T*, T*, T*, T*, T*, T*) {
+                         const T*, const T*, const T*, T*, T*, T*, T*, T*, T*) {
   no_cuda("expert_ffn");
 }
 
@@ -40,20 +40,21 @@ void expert_ffn_backward(const ExpertShape&, const DeviceExpertPlan&, const T*, 
   template void group_l2norm_forward<T>(int64_t, int64_t, int64_t, const T*, T*);                                  \
   template void group_l2norm_backward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*);             \
   template void expert_ffn_forward<T>(const ExpertShape&, const DeviceExpertPlan&, const T*, const T*, const T*,   \
-                                      const T*, const T*, const T*, T*);                                           \
+                                      const T*, const T*, const T*, T*, T*);                                       \
   template void expert_ffn_backward<T>(const ExpertShape&, const DeviceExpertPlan&, const T*, const T*, const T*,  \
-                                       const T*, const T*, const T*, const T*, T*, T*, T*, T*, T*, T*);
+                                       const T*, const T*, const T*, const T*, const T*, T*, T*, T*, T*, T*, T*);
 UOE_MOE_STUBS(float)
 UOE_MOE_STUBS(double)
 #undef UOE_MOE_STUBS
 
 void expert_ffn_forward_bf16(const ExpertShape&, const DeviceExpertPlan&, const BFloat16*, const BFloat16*,
-                             const BFloat16*, const BFloat16*, const BFloat16*, const BFloat16*, BFloat16*) {
+                             const BFloat16*, const BFloat16*, const BFloat16*, const BFloat16*, BFloat16*,
+                             BFloat16*) {
   no_cuda("expert_ffn");
 }
 void expert_ffn_backward_bf16(const ExpertShape&, const DeviceExpertPlan&, const BFloat16*, const BFloat16*,
                               const BFloat16*, const BFloat16*, const BFloat16*, const BFloat16*, const BFloat16*,
-                              BFloat16*, BFloat16*, BFloat16*, BFloat16*, BFloat16*, BFloat16*) {
+                              const BFloat16*, BFloat16*, BFloat16*, BFloat16*, BFloat16*, BFloat16*, BFloat16*) {
   no_cuda("expert_ffn");
 }
 

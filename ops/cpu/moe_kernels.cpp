@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "ops/cpu/gemm_bf16.h"
+#include "ops/cpu/loops.h"
 #include "ops/kernels/gemm.h"
 #include "ops/cpu/simd.h"
 #include "ops/cpu/vec_math.h"
@@ -34,19 +35,37 @@ std::unique_ptr<T[]> scratch(int64_t n) {
   return std::unique_ptr<T[]>(new T[size_t(std::max<int64_t>(n, 1))]);
 }
 
-// Per-thread scratch kept between calls (a fresh multi-MB buffer per call costs page faults every time);
+// Per-thread scratch of `bytes` kept between calls (a fresh multi-MB buffer per call costs page faults every time);
 // uninitialised, valid until this thread's next call.
-template <typename T>
-T* thread_scratch(int64_t n) {
-  thread_local std::unique_ptr<T[]> buf;
+std::byte* thread_scratch(int64_t bytes) {
+  thread_local std::unique_ptr<std::byte[]> buf;
   thread_local int64_t capacity = 0;
-  if (n > capacity) {
+  if (bytes > capacity) {
     buf.reset();
-    buf.reset(new T[size_t(std::max<int64_t>(n, 1))]);
-    capacity = n;
+    buf.reset(new std::byte[size_t(std::max<int64_t>(bytes, 1))]);
+    capacity = bytes;
   }
   return buf.get();
 }
+
+// Typed runs carved one after another out of a thread_scratch, each starting on a 64-byte boundary of it.
+class ScratchRuns {
+ public:
+  explicit ScratchRuns(std::byte* base) : next_(base) {}
+  template <typename T>
+  static int64_t bytes(int64_t n) {
+    return (n * int64_t(sizeof(T)) + 63) / 64 * 64;
+  }
+  template <typename T>
+  T* take(int64_t n) {
+    T* run = reinterpret_cast<T*>(next_);
+    next_ += bytes<T>(n);
+    return run;
+  }
+
+ private:
+  std::byte* next_;
+};
 
 // y += a x                                                                                      x, y: [n]
 template <typename T>
@@ -55,29 +74,47 @@ UOE_SIMD void axpy_row(int64_t n, T a, const T* x, T* y) {
   for (int64_t j = 0; j < n; ++j) y[j] += a * x[j];
 }
 
-// h_g <- silu(h_g) * h_p (the SwiGLU activation A, written over h_g).                           hg, hp: [R]
-template <typename T>
-UOE_SIMD void swiglu_row(int64_t R, T* hg, const T* hp) {
+// The SwiGLU activation A = silu(H_g) H_p, computed in compute_t<S> blocks (loops.h), stored in S.  hg, hp, a: [R]
+template <typename S>
+UOE_SIMD void swiglu_row(int64_t R, const S* hg, const S* hp, S* a) {
+  using C = compute_t<S>;
+  alignas(64) C bg[kBlock], bp[kBlock], out[kBlock];
+  for (int64_t k = 0; k < R; k += kBlock) {
+    const int64_t m = std::min(kBlock, R - k);
+    load_block(bg, hg + k, 1, m);
+    load_block(bp, hp + k, 1, m);
 #pragma omp simd
-  for (int64_t j = 0; j < R; ++j) hg[j] = vm::silu(hg[j]) * hp[j];
+    for (int64_t j = 0; j < m; ++j) out[j] = vm::silu(bg[j]) * bp[j];
+    store_block(a + k, 1, out, m);
+  }
 }
 
-// One row of the SwiGLU backward. In: hg = H_g, hp = H_p, g = dy W_d^T (not yet weighted), w = routing weight.
-// Out: g <- w A (for dW_d = (w A)^T dY), hg <- dH_g = w g H_p silu'(H_g), hp <- dH_p = w g silu(H_g).
-// Returns dw = <A, g> = <O, dy>.                                                               hg, hp, g: [R]
-template <typename T>
-UOE_SIMD T swiglu_backward_row(int64_t R, T w, T* hg, T* hp, T* g) {
-  T dot = T(0);
+// One row of the SwiGLU backward, computed in C = compute_t<S> blocks. In: hg = H_g, hp = H_p, g = dy W_d^T (not yet
+// weighted), w = routing weight. Out: wa = w A (for dW_d = (w A)^T dY), dhg = w g H_p silu'(H_g),
+// dhp = w g silu(H_g). Returns dw = <A, g> = <O, dy>.                          hg, hp, g, wa, dhg, dhp: [R]
+template <typename S, typename C>
+UOE_SIMD C swiglu_backward_row(int64_t R, C w, const S* hg, const S* hp, const C* g, S* wa, S* dhg, S* dhp) {
+  alignas(64) C bh[kBlock], bp[kBlock], owa[kBlock], odg[kBlock], odp[kBlock];
+  C dot = C(0);
+  for (int64_t k = 0; k < R; k += kBlock) {
+    const int64_t m = std::min(kBlock, R - k);
+    load_block(bh, hg + k, 1, m);
+    load_block(bp, hp + k, 1, m);
+    const C* gk = g + k;
 #pragma omp simd reduction(+ : dot)
-  for (int64_t j = 0; j < R; ++j) {
-    const T h = hg[j], p = hp[j], gj = g[j];
-    const T sl = vm::silu(h);
-    const T a = sl * p;
-    dot += a * gj;
-    const T da = w * gj;
-    g[j] = w * a;
-    hg[j] = da * p * vm::silu_grad(h);
-    hp[j] = da * sl;
+    for (int64_t j = 0; j < m; ++j) {
+      const C h = bh[j], p = bp[j], gj = gk[j];
+      const C sl = vm::silu(h);
+      const C a = sl * p;
+      dot += a * gj;
+      const C da = w * gj;
+      owa[j] = w * a;
+      odg[j] = da * p * vm::silu_grad(h);
+      odp[j] = da * sl;
+    }
+    store_block(wa + k, 1, owa, m);
+    store_block(dhg + k, 1, odg, m);
+    store_block(dhp + k, 1, odp, m);
   }
   return dot;
 }
@@ -121,47 +158,22 @@ void zero_outside_range(const ExpertShape& s, T* dwg, T* dwu, T* dwd) {
     });
 }
 
-// The type expert_ffn computes in for storage type S: bfloat16 sums in float32 (its GEMMs read bfloat16 operands).
-template <typename S>
-using Acc = std::conditional_t<std::is_same_v<S, BFloat16>, float, S>;
-
 // C [M, N] = op(A) op(B) + beta C on operands of storage type S: the float GEMM for float and double, the bfloat16
 // GEMM (float32 sums; C float32 or bfloat16) for bfloat16.
 template <typename S, typename TC>
 void expert_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const S* A, int64_t lda, const S* B, int64_t ldb,
-                 Acc<S> beta, TC* C, int64_t ldc) {
+                 compute_t<S> beta, TC* C, int64_t ldc) {
   if constexpr (std::is_same_v<S, BFloat16>)
     gemm_bf16<TC>(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
   else
     gemm<S>(ta, tb, M, N, K, S(1), A, lda, B, ldb, beta, C, ldc);
 }
 
-// Per-thread room for `count` GEMM operands of n elements each, rounded to S from Acc<S> (none needed when they are
-// the same type).
-template <typename S>
-S* operand_scratch(int64_t count, int64_t n) {
-  if constexpr (std::is_same_v<S, Acc<S>>) return nullptr;
-  else return thread_scratch<S>(count * n);
-}
-
-// h as a GEMM operand of type S: h itself when S is its type, else its bfloat16 rounding in slot `slot` of the
-// operand scratch (slots of n elements).                                                                   h: [n]
-template <typename S>
-const S* as_operand(const Acc<S>* h, int64_t n, S* scratch_base, int64_t slot) {
-  if constexpr (std::is_same_v<S, Acc<S>>) {
-    return h;
-  } else {
-    S* out = scratch_base + slot * n;
-    convert_f32_to_bf16(h, out, n);
-    return out;
-  }
-}
-
 // dst[0:n] = the sum add(acc) builds in acc (zeroed first): in place for float and double; for bfloat16 in a
 // per-thread float32 row, rounded once.
 template <typename S, typename Add>
 void sum_into(int64_t n, S* dst, Add&& add) {
-  using C = Acc<S>;
+  using C = compute_t<S>;
   if constexpr (std::is_same_v<S, C>) {
     std::fill(dst, dst + n, C(0));
     add(dst);
@@ -173,13 +185,13 @@ void sum_into(int64_t n, S* dst, Add&& add) {
   }
 }
 
-// Runs body(e, buf) for every expert, buf an uninitialised per-thread scratch of `scratch_elems`. With enough
+// Runs body(e, buf) for every expert, buf an uninitialised per-thread scratch of `scratch_bytes`. With enough
 // experts to keep every thread busy (n >= 4 * threads) experts run in parallel, largest first, each GEMM and row
 // loop single-threaded; otherwise one expert at a time with the threads inside each GEMM and row loop (fewer
 // experts than threads). Every expert writes only its own rows and weight slices and a GEMM gives the same bits
 // on any thread count, so both ways give identical results.
-template <typename T, typename F>
-void for_experts(const ExpertPlan& plan, int64_t n, int64_t scratch_elems, F&& body) {
+template <typename F>
+void for_experts(const ExpertPlan& plan, int64_t n, int64_t scratch_bytes, F&& body) {
   const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
   if (nt > 1 && n >= 4 * int64_t(nt)) {
     std::vector<int64_t> order(static_cast<size_t>(n));
@@ -188,12 +200,12 @@ void for_experts(const ExpertPlan& plan, int64_t n, int64_t scratch_elems, F&& b
     std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return rows(a) > rows(b); });
 #pragma omp parallel num_threads(nt)
     {
-      T* buf = thread_scratch<T>(scratch_elems);
+      std::byte* buf = thread_scratch(scratch_bytes);
 #pragma omp for schedule(dynamic, 1)
       for (int64_t i = 0; i < n; ++i) body(order[size_t(i)], buf);
     }
   } else {
-    T* buf = thread_scratch<T>(scratch_elems);
+    std::byte* buf = thread_scratch(scratch_bytes);
     for (int64_t e = 0; e < n; ++e) body(e, buf);
   }
 }
@@ -322,11 +334,11 @@ ExpertPlan plan_experts(const int64_t* indices, int64_t T, int64_t K, int64_t n)
   return p;
 }
 
-// Storage type S (inputs, weights, outputs), intermediates H_g, H_p, O in Acc<S>.
+// Storage type S (inputs, weights, outputs, H_g, H_p and A), GEMM sums, SwiGLU and O in compute_t<S>.
 template <typename S>
 void expert_ffn_forward(const ExpertShape& s, const ExpertPlan& plan, const S* x, const S* gate, const S* weights,
-                        const S* wg, const S* wu, const S* wd, S* y) {
-  using C = Acc<S>;
+                        const S* wg, const S* wu, const S* wd, S* y, S* h) {
+  using C = compute_t<S>;
   const int64_t P = plan.rows(), R = s.r1 - s.r0, d = s.d, dg = s.dg, D = s.D;
   // Gathered inputs per sorted row.                                      xs: [P, d], gs: [P, dg], o: [P, d]
   auto xs = scratch<S>(P * d), gs = scratch<S>(gate ? P * dg : 0);
@@ -334,16 +346,19 @@ void expert_ffn_forward(const ExpertShape& s, const ExpertPlan& plan, const S* x
   gather_pairs(s, plan, x, gate, xs.get(), gs.get());
   const S* G = gate ? gs.get() : xs.get();
   const int64_t mR = plan.max_rows * R;
-  for_experts<C>(plan, s.n, 2 * mR, [&](int64_t e, C* buf) {
+  for_experts(plan, s.n, (h ? 1 : 3) * ScratchRuns::bytes<S>(mR), [&](int64_t e, std::byte* buf) {
     const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
     if (m == 0) return;
-    C *hg = buf, *hp = buf + mR;  // [m, R] each
+    ScratchRuns runs(buf);
+    S* a = runs.take<S>(mR);  // [m, R]
+    // H_g, H_p [m, R]: kept in h for the backward, or in scratch
+    S* hg = h ? h + off * R : runs.take<S>(mR);
+    S* hp = h ? h + (P + off) * R : runs.take<S>(mR);
     // H_g = G_e Wg[e][:, r0:r1], H_p = X_e Wu[e][:, r0:r1]: column slices through the leading dimension D.
     expert_gemm<S>(false, false, m, R, dg, G + off * dg, dg, wg + e * dg * D + s.r0, D, C(0), hg, R);
     expert_gemm<S>(false, false, m, R, d, xs.get() + off * d, d, wu + e * d * D + s.r0, D, C(0), hp, R);
-    for_rows(m, R, [&](int64_t i) { swiglu_row(R, hg + i * R, hp + i * R); });  // A = silu(H_g) H_p
+    for_rows(m, R, [&](int64_t i) { swiglu_row(R, hg + i * R, hp + i * R, a + i * R); });  // A = silu(H_g) H_p
     // O_e = A Wd[e][r0:r1, :]                                                                         [m, d]
-    const S* a = as_operand<S>(hg, m * R, operand_scratch<S>(1, mR), 0);
     expert_gemm<S>(false, false, m, d, R, a, R, wd + (e * D + s.r0) * d, d, C(0), o.get() + off * d, d);
   });
   // y_t = sum_k w_{t,k} O_{pair(t,k)}, summed in k order by the token's one thread.
@@ -357,12 +372,13 @@ void expert_ffn_forward(const ExpertShape& s, const ExpertPlan& plan, const S* x
   });
 }
 
-// Storage type S (inputs, weights, gradients), intermediates in Acc<S>; weight gradients written in S by the GEMMs.
+// Storage type S (inputs, weights, gradients, the GEMM operands), sums and SwiGLU in compute_t<S>; weight gradients
+// written in S by the GEMMs.
 template <typename S>
 void expert_ffn_backward(const ExpertShape& s, const ExpertPlan& plan, const S* x, const S* gate, const S* weights,
-                         const S* wg, const S* wu, const S* wd, const S* dy, S* dx, S* dweights, S* dgate, S* dwg,
-                         S* dwu, S* dwd) {
-  using C = Acc<S>;
+                         const S* wg, const S* wu, const S* wd, const S* h, const S* dy, S* dx, S* dweights,
+                         S* dgate, S* dwg, S* dwu, S* dwd) {
+  using C = compute_t<S>;
   const int64_t P = plan.rows(), R = s.r1 - s.r0, d = s.d, dg = s.dg, D = s.D, K = s.K;
   if (!gate) dgate = nullptr;
   // Gathered per sorted row: inputs, dy and the routing weight.    xs, dys, dxs: [P, d]; gs, dgs: [P, dg]; ws: [P]
@@ -376,36 +392,35 @@ void expert_ffn_backward(const ExpertShape& s, const ExpertPlan& plan, const S* 
   });
   const S* G = gate ? gs.get() : xs.get();
   const int64_t mR = plan.max_rows * R;
-  for_experts<C>(plan, s.n, 3 * mR, [&](int64_t e, C* buf) {
+  const int64_t scratch_bytes = ScratchRuns::bytes<C>(mR) + 3 * ScratchRuns::bytes<S>(mR);
+  for_experts(plan, s.n, scratch_bytes, [&](int64_t e, std::byte* buf) {
     const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
     const S *Ge = G + off * dg, *Xe = xs.get() + off * d, *dYe = dys.get() + off * d;
+    const S *hg = h + off * R, *hp = h + (P + off) * R;  // the forward's H_g, H_p [m, R]
     const S *wge = wg + e * dg * D + s.r0, *wue = wu + e * d * D + s.r0, *wde = wd + (e * D + s.r0) * d;
-    C *hg = buf, *hp = buf + mR, *gb = buf + 2 * mR;  // [m, R] each
+    ScratchRuns runs(buf);
+    C* gb = runs.take<C>(mR);
+    S *wa = runs.take<S>(mR), *dhg = runs.take<S>(mR), *dhp = runs.take<S>(mR);  // [m, R] each
     if (m > 0) {
-      // Recompute H_g, H_p; gb = dY_e Wd[e][r0:r1, :]^T
-      expert_gemm<S>(false, false, m, R, dg, Ge, dg, wge, D, C(0), hg, R);
-      expert_gemm<S>(false, false, m, R, d, Xe, d, wue, D, C(0), hp, R);
+      // gb = dY_e Wd[e][r0:r1, :]^T; then w A, dH_g, dH_p and dw_{t,k} = <A, dY Wd^T> = <O, dy_t>
       expert_gemm<S>(false, true, m, R, d, dYe, d, wde, d, C(0), gb, R);
-      // gb <- w A, hg <- dH_g, hp <- dH_p; dw_{t,k} = <A, dY Wd^T> = <O, dy_t>
       for_rows(m, R, [&](int64_t i) {
-        const C dwv = swiglu_backward_row(R, ws[off + i], hg + i * R, hp + i * R, gb + i * R);
+        const int64_t j = i * R;
+        const C dwv = swiglu_backward_row(R, ws[off + i], hg + j, hp + j, gb + j, wa + j, dhg + j, dhp + j);
         if (dweights) dweights[plan.pair[size_t(off + i)]] = S(dwv);
       });
     }
-    S* operands = operand_scratch<S>(3, mR);
-    const S *gbs = as_operand<S>(gb, m * R, operands, 0), *hgs = as_operand<S>(hg, m * R, operands, 1),
-            *hps = as_operand<S>(hp, m * R, operands, 2);
     // Weight gradients sum over this expert's rows in token order (m == 0: the GEMM writes zeros).
-    if (dwd) expert_gemm<S>(true, false, R, d, m, gbs, R, dYe, d, C(0), dwd + (e * D + s.r0) * d, d);
-    if (dwg) expert_gemm<S>(true, false, dg, R, m, Ge, dg, hgs, R, C(0), dwg + e * dg * D + s.r0, D);
-    if (dwu) expert_gemm<S>(true, false, d, R, m, Xe, d, hps, R, C(0), dwu + e * d * D + s.r0, D);
+    if (dwd) expert_gemm<S>(true, false, R, d, m, wa, R, dYe, d, C(0), dwd + (e * D + s.r0) * d, d);
+    if (dwg) expert_gemm<S>(true, false, dg, R, m, Ge, dg, dhg, R, C(0), dwg + e * dg * D + s.r0, D);
+    if (dwu) expert_gemm<S>(true, false, d, R, m, Xe, d, dhp, R, C(0), dwu + e * d * D + s.r0, D);
     if (m == 0) return;
     // dX_e = dH_p Wu[e][:, r0:r1]^T (+ dH_g Wg[e][:, r0:r1]^T, or that term into dG_e with a gate input)
-    if (dx) expert_gemm<S>(false, true, m, d, R, hps, R, wue, D, C(0), dxs.get() + off * d, d);
+    if (dx) expert_gemm<S>(false, true, m, d, R, dhp, R, wue, D, C(0), dxs.get() + off * d, d);
     if (dgate)
-      expert_gemm<S>(false, true, m, dg, R, hgs, R, wge, D, C(0), dgs.get() + off * dg, dg);
+      expert_gemm<S>(false, true, m, dg, R, dhg, R, wge, D, C(0), dgs.get() + off * dg, dg);
     else if (dx && !gate)
-      expert_gemm<S>(false, true, m, d, R, hgs, R, wge, D, C(1), dxs.get() + off * d, d);
+      expert_gemm<S>(false, true, m, d, R, dhg, R, wge, D, C(1), dxs.get() + off * d, d);
   });
   zero_outside_range(s, dwg, dwu, dwd);
   if (dweights)
@@ -437,9 +452,9 @@ void expert_ffn_backward(const ExpertShape& s, const ExpertPlan& plan, const S* 
 
 #define UOE_EXPERT_FFN_INSTANTIATE(T)                                                                                 \
   template void expert_ffn_forward<T>(const ExpertShape&, const ExpertPlan&, const T*, const T*, const T*, const T*,  \
-                                      const T*, const T*, T*);                                                        \
+                                      const T*, const T*, T*, T*);                                                    \
   template void expert_ffn_backward<T>(const ExpertShape&, const ExpertPlan&, const T*, const T*, const T*, const T*, \
-                                       const T*, const T*, const T*, T*, T*, T*, T*, T*, T*);
+                                       const T*, const T*, const T*, const T*, T*, T*, T*, T*, T*, T*);
 #define UOE_EXPERT_INSTANTIATE(T)                                                                                     \
   template void route_forward<T>(const RouteSpec&, const T*, int64_t*, T*, T*);                                       \
   template void route_backward<T>(const RouteSpec&, const int64_t*, const T*, const T*, const T*, T*);                \
@@ -453,15 +468,15 @@ UOE_EXPERT_INSTANTIATE(double)
 
 void expert_ffn_forward_bf16(const ExpertShape& s, const ExpertPlan& plan, const BFloat16* x, const BFloat16* gate,
                              const BFloat16* weights, const BFloat16* wg, const BFloat16* wu, const BFloat16* wd,
-                             BFloat16* y) {
-  expert_ffn_forward<BFloat16>(s, plan, x, gate, weights, wg, wu, wd, y);
+                             BFloat16* y, BFloat16* h) {
+  expert_ffn_forward<BFloat16>(s, plan, x, gate, weights, wg, wu, wd, y, h);
 }
 
 void expert_ffn_backward_bf16(const ExpertShape& s, const ExpertPlan& plan, const BFloat16* x, const BFloat16* gate,
                               const BFloat16* weights, const BFloat16* wg, const BFloat16* wu, const BFloat16* wd,
-                              const BFloat16* dy, BFloat16* dx, BFloat16* dweights, BFloat16* dgate, BFloat16* dwg,
-                              BFloat16* dwu, BFloat16* dwd) {
-  expert_ffn_backward<BFloat16>(s, plan, x, gate, weights, wg, wu, wd, dy, dx, dweights, dgate, dwg, dwu, dwd);
+                              const BFloat16* h, const BFloat16* dy, BFloat16* dx, BFloat16* dweights,
+                              BFloat16* dgate, BFloat16* dwg, BFloat16* dwu, BFloat16* dwd) {
+  expert_ffn_backward<BFloat16>(s, plan, x, gate, weights, wg, wu, wd, h, dy, dx, dweights, dgate, dwg, dwu, dwd);
 }
 
 }  // namespace uoe::cpu

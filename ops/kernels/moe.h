@@ -85,9 +85,10 @@ struct DeviceExpertPlan {
   extern template void group_l2norm_forward<T>(int64_t, int64_t, int64_t, const T*, T*);                           \
   extern template void group_l2norm_backward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*);      \
   extern template void expert_ffn_forward<T>(const ExpertShape&, const Plan&, const T*, const T*, const T*,        \
-                                             const T*, const T*, const T*, T*);                                    \
+                                             const T*, const T*, const T*, T*, T*);                                \
   extern template void expert_ffn_backward<T>(const ExpertShape&, const Plan&, const T*, const T*, const T*,       \
-                                              const T*, const T*, const T*, const T*, T*, T*, T*, T*, T*, T*);
+                                              const T*, const T*, const T*, const T*, const T*, T*, T*, T*, T*, T*, \
+                                              T*);
 
 // The family's declarations, the same in both backends' namespaces; Plan is the backend's plan type.
 #define UOE_MOE_KERNELS(Plan)                                                                                       \
@@ -115,25 +116,28 @@ struct DeviceExpertPlan {
   /* indices: [T, K] (-1 = empty slot). The GPU's takes n <= 4096 experts, counts the slots per expert on the       \
      device (copied back: one synchronisation), then sorts them there, and reports a bad index in bad_slot. */      \
   Plan plan_experts(const int64_t* indices, int64_t T, int64_t K, int64_t n);                                       \
+  /* h (nullable): H_g [P, R] then H_p [P, R] of the P = plan.rows() sorted rows, R = r1 - r0, kept for the        \
+     backward (without it they live in scratch). */                                                                 \
   template <typename T>                                                                                             \
   void expert_ffn_forward(const ExpertShape& s, const Plan& plan, const T* x, const T* gate, const T* weights,      \
-                          const T* wg, const T* wu, const T* wd, T* y);                                             \
-  /* Recomputes H_g, H_p from the inputs. Outputs (each nullable): dx [T, d], dweights [T, K] (0 in empty slots),   \
+                          const T* wg, const T* wu, const T* wd, T* y, T* h);                                       \
+  /* h: the forward's H_g, H_p (read only). Outputs (each nullable): dx [T, d], dweights [T, K] (0 in empty slots), \
      dgate [T, gn, dg] (0 for unselected experts; shared: summed over the slots; only with gate), dwg [n, dg, D],   \
      dwu [n, d, D], dwd [n, D, d] (0 outside the neuron range [r0, r1)). */                                         \
   template <typename T>                                                                                             \
   void expert_ffn_backward(const ExpertShape& s, const Plan& plan, const T* x, const T* gate, const T* weights,     \
-                           const T* wg, const T* wu, const T* wd, const T* dy, T* dx, T* dweights, T* dgate,        \
-                           T* dwg, T* dwu, T* dwd);                                                                 \
+                           const T* wg, const T* wu, const T* wd, const T* h, const T* dy, T* dx, T* dweights,      \
+                           T* dgate, T* dwg, T* dwu, T* dwd);                                                       \
   /* The experts on bfloat16 storage: bfloat16 GEMMs with float32 accumulation, SwiGLU, combine and the per-token  \
-     sums computed in float32, results rounded once; activations between the GEMMs kept in bfloat16. */             \
+     sums computed in float32, results rounded once; activations between the GEMMs (H_g, H_p, their gradients and  \
+     A = silu(H_g) H_p) kept in bfloat16. */                                                                        \
   void expert_ffn_forward_bf16(const ExpertShape& s, const Plan& plan, const BFloat16* x, const BFloat16* gate,     \
                                const BFloat16* weights, const BFloat16* wg, const BFloat16* wu, const BFloat16* wd, \
-                               BFloat16* y);                                                                        \
+                               BFloat16* y, BFloat16* h);                                                           \
   void expert_ffn_backward_bf16(const ExpertShape& s, const Plan& plan, const BFloat16* x, const BFloat16* gate,    \
                                 const BFloat16* weights, const BFloat16* wg, const BFloat16* wu,                    \
-                                const BFloat16* wd, const BFloat16* dy, BFloat16* dx, BFloat16* dweights,           \
-                                BFloat16* dgate, BFloat16* dwg, BFloat16* dwu, BFloat16* dwd);                      \
+                                const BFloat16* wd, const BFloat16* h, const BFloat16* dy, BFloat16* dx,            \
+                                BFloat16* dweights, BFloat16* dgate, BFloat16* dwg, BFloat16* dwu, BFloat16* dwd);  \
   UOE_MOE_EXTERN(float, Plan)                                                                                       \
   UOE_MOE_EXTERN(double, Plan)
 

@@ -179,26 +179,29 @@ void check_expert_ffn(bool with_gate, int64_t r0, int64_t r1, bool all_empty, do
                gate = with_gate ? randn({Tn, n, dg}, opts<T>()) : Tensor(), dy = randn({Tn, d}, opts<T>());
   Tensor y = empty({Tn, d}, opts<T>()), dx = empty({Tn, d}, opts<T>()), dw = empty({Tn, K}, opts<T>()),
          dgate = with_gate ? empty({Tn, n, dg}, opts<T>()) : Tensor(), dwg = empty({n, dg, D}, opts<T>()),
-         dwu = empty({n, d, D}, opts<T>()), dwd = empty({n, D, d}, opts<T>());
+         dwu = empty({n, d, D}, opts<T>()), dwd = empty({n, D, d}, opts<T>()),
+         h = empty({2, plan.rows(), r1 - r0}, opts<T>());
   cpu::expert_ffn_forward<T>(s, plan, ptr<T>(x), ptr<T>(gate), ptr<T>(w), ptr<T>(wg), ptr<T>(wu), ptr<T>(wd),
-                             ptr<T>(y));
+                             ptr<T>(y), ptr<T>(h));
   cpu::expert_ffn_backward<T>(s, plan, ptr<T>(x), ptr<T>(gate), ptr<T>(w), ptr<T>(wg), ptr<T>(wu), ptr<T>(wd),
-                              ptr<T>(dy), ptr<T>(dx), ptr<T>(dw), ptr<T>(dgate), ptr<T>(dwg), ptr<T>(dwu), ptr<T>(dwd));
+                              ptr<T>(h), ptr<T>(dy), ptr<T>(dx), ptr<T>(dw), ptr<T>(dgate), ptr<T>(dwg), ptr<T>(dwu),
+                              ptr<T>(dwd));
   const Tensor gx = to_gpu(x), gw = to_gpu(w), gwg = to_gpu(wg), gwu = to_gpu(wu), gwd = to_gpu(wd),
                ggate = with_gate ? to_gpu(gate) : Tensor(), gdy = to_gpu(dy);
   const DType dt = dtype_of<T>();
   Tensor gy = poisoned({Tn, d}, dt), gdx = poisoned({Tn, d}, dt), gdw = poisoned({Tn, K}, dt),
          gdgate = with_gate ? poisoned({Tn, n, dg}, dt) : Tensor(), gdwg = poisoned({n, dg, D}, dt),
-         gdwu = poisoned({n, d, D}, dt), gdwd = poisoned({n, D, d}, dt);
+         gdwu = poisoned({n, d, D}, dt), gdwd = poisoned({n, D, d}, dt), gh = poisoned(h.shape(), dt);
   cuda::expert_ffn_forward<T>(s, gplan, ptr<T>(gx), ptr<T>(ggate), ptr<T>(gw), ptr<T>(gwg), ptr<T>(gwu), ptr<T>(gwd),
-                              ptr<T>(gy));
+                              ptr<T>(gy), ptr<T>(gh));
   cuda::expert_ffn_backward<T>(s, gplan, ptr<T>(gx), ptr<T>(ggate), ptr<T>(gw), ptr<T>(gwg), ptr<T>(gwu), ptr<T>(gwd),
-                               ptr<T>(gdy), ptr<T>(gdx), ptr<T>(gdw), ptr<T>(gdgate), ptr<T>(gdwg), ptr<T>(gdwu),
-                               ptr<T>(gdwd));
+                               ptr<T>(gh), ptr<T>(gdy), ptr<T>(gdx), ptr<T>(gdw), ptr<T>(gdgate), ptr<T>(gdwg),
+                               ptr<T>(gdwu), ptr<T>(gdwd));
   sync();
   const std::string what = std::string("gate=") + (with_gate ? "1" : "0") + " r=[" + std::to_string(r0) + "," +
                            std::to_string(r1) + ") empty=" + (all_empty ? "1" : "0");
   EXPECT_LE(rel_err(gy, y), tolerance) << what;
+  EXPECT_LE(rel_err(gh, h), tolerance) << what;
   EXPECT_LE(rel_err(gdx, dx), tolerance) << what;
   EXPECT_LE(rel_err(gdw, dw), tolerance) << what;
   if (with_gate) {
@@ -208,9 +211,9 @@ void check_expert_ffn(bool with_gate, int64_t r0, int64_t r1, bool all_empty, do
   EXPECT_LE(rel_err(gdwu, dwu), tolerance) << what;
   EXPECT_LE(rel_err(gdwd, dwd), tolerance) << what;
   // Deterministic: a second run gives the same bits.
-  Tensor gy2 = poisoned({Tn, d}, dt);
+  Tensor gy2 = poisoned({Tn, d}, dt);  // without h: H_g, H_p in scratch
   cuda::expert_ffn_forward<T>(s, gplan, ptr<T>(gx), ptr<T>(ggate), ptr<T>(gw), ptr<T>(gwg), ptr<T>(gwu), ptr<T>(gwd),
-                              ptr<T>(gy2));
+                              ptr<T>(gy2), nullptr);
   sync();
   EXPECT_EQ(gy2.to_vector<double>(), gy.to_vector<double>()) << what;
 }

@@ -37,7 +37,7 @@ double final_val_loss(const TokenDataset& data, const std::string& out, std::opt
   o.seq = 64;
   o.lr = 3e-3;
   o.eval_every = 0;
-  o.eval_batches = 16;
+  o.eval_batches = 64;  // the difference measured 0.033 nats at 16 batches, 0.017 at 64, 0.015 at 200
   o.progress = false;
   o.save_at_end = false;
   o.out_dir = out;

