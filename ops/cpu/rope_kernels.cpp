@@ -1,11 +1,14 @@
-// CPU RoPE: pairs (i, i + Dh/2) of position p rotate by p * base^(-2i/Dh); the angle table is built once per call.
+// CPU RoPE: pairs (i, i + Dh/2) of position p rotate by p * base^(-2i/Dh); the angle tables are built once and kept.
 // bfloat16 x is rotated in float32 registers (a float32 table) and rounded once.
 #include "ops/kernels/rope.h"
 
 #include <omp.h>
 
 #include <cmath>
+#include <memory>
+#include <mutex>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "ops/cpu/simd.h"
@@ -38,6 +41,56 @@ void rotate_heads(const S* x, S* y, const C* cs, const C* sn, int64_t H, int64_t
   }
 }
 
+// The cos/sin tables [T, h] of positions pos_offset.. (sin negated for the inverse rotation), computed in double.
+template <typename C>
+struct RopeTable {
+  std::vector<C> cs, sn;
+};
+
+template <typename C>
+std::shared_ptr<const RopeTable<C>> build_rope_table(int64_t T, int64_t Dh, double base, int64_t pos_offset,
+                                                     bool inverse) {
+  const int64_t h = Dh / 2;
+  auto table = std::make_shared<RopeTable<C>>();
+  table->cs.resize(size_t(T * h));
+  table->sn.resize(size_t(T * h));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < h; ++i) {
+      const double angle = double(t + pos_offset) * std::pow(base, -2.0 * double(i) / double(Dh));
+      table->cs[size_t(t * h + i)] = C(std::cos(angle));
+      table->sn[size_t(t * h + i)] = C(inverse ? -std::sin(angle) : std::sin(angle));
+    }
+  return table;
+}
+
+// The table of these arguments, built on first use and kept (the last kCachedTables asked for): a training step asks
+// for the same few (forward and backward of every layer), and building one is T·Dh/2 sin and cos calls on one thread
+// while the others wait.
+template <typename C>
+std::shared_ptr<const RopeTable<C>> rope_table(int64_t T, int64_t Dh, double base, int64_t pos_offset, bool inverse) {
+  struct Key {
+    int64_t T, Dh;
+    double base;
+    int64_t pos_offset;
+    bool inverse;
+    bool operator==(const Key&) const = default;
+  };
+  constexpr size_t kCachedTables = 8;
+  static std::mutex mutex;
+  static std::vector<std::pair<Key, std::shared_ptr<const RopeTable<C>>>> cache;  // least recently built first
+  const Key key{T, Dh, base, pos_offset, inverse};
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const auto& [k, table] : cache)
+      if (k == key) return table;
+  }
+  auto table = build_rope_table<C>(T, Dh, base, pos_offset, inverse);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (cache.size() == kCachedTables) cache.erase(cache.begin());
+  cache.emplace_back(key, table);
+  return table;
+}
+
 // Calls f(TypeTag<S>, TypeTag<C>): the storage type S (float, double, BFloat16) and its compute type C (float for
 // BFloat16).
 template <typename F>
@@ -54,14 +107,9 @@ Tensor rope(const Tensor& x, double base, int64_t pos_offset, bool inverse) {
   dispatch_rope(x.dtype(), [&](auto s_tag, auto c_tag) {
     using S = typename decltype(s_tag)::type;
     using C = typename decltype(c_tag)::type;
-    // cos/sin table [T, h], computed in double
-    std::vector<C> cs(size_t(T * h)), sn(size_t(T * h));
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t i = 0; i < h; ++i) {
-        const double angle = double(t + pos_offset) * std::pow(base, -2.0 * double(i) / double(Dh));
-        cs[size_t(t * h + i)] = C(std::cos(angle));
-        sn[size_t(t * h + i)] = C(inverse ? -std::sin(angle) : std::sin(angle));
-      }
+    const std::shared_ptr<const RopeTable<C>> table = rope_table<C>(T, Dh, base, pos_offset, inverse);
+    const C* cs = table->cs.data();
+    const C* sn = table->sn.data();
     const S* px = x.data_ptr<S>();
     S* py = y.data_ptr<S>();
 #pragma omp parallel if (x.numel() >= 32768 && !omp_in_parallel())
@@ -70,7 +118,7 @@ Tensor rope(const Tensor& x, double base, int64_t pos_offset, bool inverse) {
 #pragma omp for schedule(static)
       for (int64_t bt = 0; bt < B * T; ++bt) {
         const int64_t t = bt % T;
-        rotate_heads(px + bt * H * Dh, py + bt * H * Dh, cs.data() + t * h, sn.data() + t * h, H, Dh, buf.data());
+        rotate_heads(px + bt * H * Dh, py + bt * H * Dh, cs + t * h, sn + t * h, H, Dh, buf.data());
       }
     }
   });

@@ -162,6 +162,49 @@ TEST(Forward, RopeRotatesPairsByPosition) {
   expect_close(ops::rope(x), {1, 2, std::cos(1.0) - 2 * std::sin(1.0), std::sin(1.0) + 2 * std::cos(1.0)}, 1e-12);
 }
 
+// y[b, t, h, i] = x[i] cos a - x[i + Dh/2] sin a (and the pair's other half), a = (t + offset) base^(-2i/Dh), sin
+// negated for the inverse rotation (the backward).
+std::vector<double> rotated(const Tensor& x, double base, int64_t offset, bool inverse) {
+  const int64_t B = x.size(0), T = x.size(1), H = x.size(2), Dh = x.size(3), h = Dh / 2;
+  const std::vector<double> v = x.to_vector<double>();
+  std::vector<double> y(v.size());
+  for (int64_t r = 0; r < B * T * H; ++r) {
+    const int64_t t = r / H % T;
+    for (int64_t i = 0; i < h; ++i) {
+      const double a = double(t + offset) * std::pow(base, -2.0 * double(i) / double(Dh));
+      const double c = std::cos(a), s = inverse ? -std::sin(a) : std::sin(a);
+      const double lo = v[size_t(r * Dh + i)], hi = v[size_t(r * Dh + h + i)];
+      y[size_t(r * Dh + i)] = lo * c - hi * s;
+      y[size_t(r * Dh + h + i)] = lo * s + hi * c;
+    }
+  }
+  return y;
+}
+
+TEST(Forward, RopeRotatesEveryShapeBaseAndOffsetForwardAndBack) {
+  // Twelve argument sets, twice round (a kernel that kept its angle tables must still give each call its own).
+  struct Case {
+    Shape shape;
+    double base;
+    int64_t offset;
+  };
+  std::vector<Case> cases;
+  for (const Shape& shape : {Shape{2, 5, 3, 8}, Shape{1, 7, 2, 8}, Shape{1, 5, 2, 4}})
+    for (double base : {10000.0, 500.0})
+      for (int64_t offset : {0, 3}) cases.push_back({shape, base, offset});
+  for (int round = 0; round < 2; ++round)
+    for (size_t k = 0; k < cases.size(); ++k) {
+      const Case& c = cases[k];
+      SCOPED_TRACE("case " + std::to_string(k) + " round " + std::to_string(round));
+      const Tensor x = random_double(c.shape, 40 + k).requires_grad_();
+      const Tensor w = random_double(c.shape, 60 + k);
+      const Tensor y = ops::rope(x, c.base, c.offset);
+      expect_close(y, rotated(x, c.base, c.offset, false), 1e-12);
+      ops::sum(y * w).backward();  // the gradient is w rotated back
+      expect_close(x.grad(), rotated(w, c.base, c.offset, true), 1e-12);
+    }
+}
+
 TEST(Forward, IndexingHandValues) {
   const Tensor x = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
   EXPECT_EQ(ops::gather(x, 1, from_vector<int64_t>({2, 0, 1, 1}, {2, 2})).to_vector<float>(),
