@@ -90,11 +90,12 @@ struct Carve {
   }
 };
 
-// Workspace bytes per thread, an upper bound for every task kind: at most 6 bfloat16 tiles of 64 × max(Dhp, Dh + 1)
-// and 2 of 64 × 64, 2 float tiles of 64 × Dhp and 2 of 64 × 64, 3 float vectors of 64, the alignment of 16 arrays.
+// Workspace bytes per thread, an upper bound for both task kinds (the backward's dQ of its group on top): at most 7
+// bfloat16 tiles of 64 × max(Dhp, Dh + 1) and 3 of 64 × 64, 2 float tiles of 64 × Dhp and 2 of 64 × 64, 3 float
+// vectors of 64, the alignment of 16 arrays.
 size_t workspace_bytes(int64_t Dh) {
   const size_t dhp = size_t((Dh + 15) / 16 * 16), tile = size_t(kBq) * kBk;
-  return 2 * (6 * 64 * (dhp + 1) + 2 * tile) + 4 * (2 * 64 * dhp + 2 * tile + 3 * 64) + 16 * 64;
+  return 2 * (7 * 64 * (dhp + 1) + 3 * tile) + 4 * (2 * 64 * dhp + 2 * tile + 3 * 64) + 16 * 64;
 }
 
 void gemm16(int M, int N, int K2, const BFloat16* A, int64_t ars, int64_t aps, const BFloat16* B, int64_t ldb,
@@ -179,18 +180,22 @@ UOE_ATTN_BF16 void fwd_task(const BCtx& c, int64_t task, std::byte* ws) {
   }
 }
 
-// Backward pass 1 task: one (b, kv head, key block) → dk, dv rows of that block, over the q heads of the group and
-// their query blocks in a fixed order. S = Q_blk · K_blk^T (query rows × key columns); P and dS go to bfloat16
-// pairs of queries for dV += P^T · dO and dK += dS^T · Q.
-UOE_ATTN_BF16 void bwd_kv_task(const BCtx& c, int64_t task, std::byte* ws) {
+// Backward task: one (b, kv head) → the dk, dv rows of its key blocks and the dq rows of the q heads of its group.
+// Key blocks in ascending order; for each, the query blocks that see it in a fixed order: S = Q_blk · K_blk^T
+// (query rows × key columns), dP = dO · V^T; P and dS go to bfloat16 pairs of queries for dV += P^T · dO and
+// dK += dS^T · Q, and dS to bfloat16 rows (pairs of keys) for dQ += dS · K_blk, summed over the key blocks in
+// ascending order in the task's float32 dQ of the whole group (no second pass recomputing S and dP for dq).
+UOE_ATTN_BF16 void bwd_task(const BCtx& c, int64_t task, std::byte* ws) {
   const int64_t Dh = c.Dh, Dh2 = (Dh + 1) / 2, Dhp = (Dh + W - 1) / W * W;
-  const auto [b, hk, j0, kn] = key_block(c, task);
+  const int64_t b = task / c.Hkv, hk = task % c.Hkv;
 
   Carve w{ws};
   BFloat16* KP = w.take<BFloat16>(Dh2 * 2 * kBk);   // [Dh2][kBk] pairs of K^T
   BFloat16* VPt = w.take<BFloat16>(Dh2 * 2 * kBk);  // [Dh2][kBk] pairs of V^T
+  BFloat16* KV = w.take<BFloat16>(kBk * Dhp);       // [kBk/2][Dhp] pairs (of keys) of K
   BFloat16* PP = w.take<BFloat16>(kBq * kBk);       // [kBq/2][kBk] pairs (of queries) of P
   BFloat16* dSP = w.take<BFloat16>(kBq * kBk);      // [kBq/2][kBk] pairs (of queries) of dS
+  BFloat16* dSR = w.take<BFloat16>(kBq * kBk);      // [kBq][kBk] rows of dS: pairs of keys
   BFloat16* Qb = w.take<BFloat16>(kBq * (Dh + 1));   // [kBq][Dh+1] Q rows when Dh is odd
   BFloat16* dOb = w.take<BFloat16>(kBq * (Dh + 1));  // [kBq][Dh+1] dO rows when Dh is odd
   BFloat16* QV = w.take<BFloat16>(kBq * Dhp);       // [kBq/2][Dhp] pairs (of queries) of Q
@@ -199,120 +204,75 @@ UOE_ATTN_BF16 void bwd_kv_task(const BCtx& c, int64_t task, std::byte* ws) {
   float* dS = w.take<float>(kBq * kBk);             // [kBq][kBk] dP
   float* dK = w.take<float>(kBk * Dhp);             // [kBk][Dhp]
   float* dV = w.take<float>(kBk * Dhp);             // [kBk][Dhp]
+  float* dQ = w.take<float>(c.G * c.len * Dhp);     // [G][len][Dhp]: the group's q heads
 
-  pack_pairs_transposed(KP, kBk, c.k_row(b, hk, j0), c.ks.time, kn, Dh);
-  pack_pairs_transposed(VPt, kBk, c.v_row(b, hk, j0), c.vs.time, kn, Dh);
   const V sc = c.scale - V{};
-  bool first = true;
-  const KeyBlockQueries queries = queries_of(c, hk, j0);
-  for (int64_t n = 0; n < queries.count(); ++n) {  // the query blocks that see this key block, fixed order
-    const auto [h, i0, qn] = queries.at(n);
-    const BFloat16* qp = c.q_row(b, h, i0);
-    const BFloat16* dop = c.dout_row(b, h, i0);
-    const float* lse = c.lse_row(b, h, i0);
-    const float* dsum = c.dsum_row(b, h, i0);
-    const Rows qr = pair_rows(qp, c.qs.time, qn, Dh, Qb), dor = pair_rows(dop, c.dos.time, qn, Dh, dOb);
-    gemm16(qn, kBk, int(Dh2), qr.p, qr.stride, 2, KP, kBk, P, kBk, 0);     // P[qn × kBk] = Q · K^T
-    gemm16(qn, kBk, int(Dh2), dor.p, dor.stride, 2, VPt, kBk, dS, kBk, 0);  // dS[qn × kBk] = dO · V^T (= dP)
-    const bool diag = c.causal && j0 + kn - 1 > i0;
-    for (int i = 0; i < qn; i += 2) {  // rows i, i+1: p = exp(s·scale − lse), ds = p ⊙ (dp − D), as pairs
-      for (int cv = 0; cv < kBk / W; ++cv) {
-        V p[2] = {V{}, V{}}, ds[2] = {V{}, V{}};
-        for (int e = 0; e < 2 && i + e < qn; ++e) {
-          V dp, idx;
-          F::load(p[e], P + (i + e) * kBk + cv * W);
-          F::load(dp, dS + (i + e) * kBk + cv * W);
-          p[e] = p[e] * sc - lse[i + e];
-          F::exp(p[e]);
-          if (diag) {
-            F::iota(idx, cv * W);
-            p[e] = idx <= float(i0 + i + e - j0) - V{} ? p[e] : V{};
-          }
-          ds[e] = p[e] * (dp - dsum[i + e]);
-        }
-        _mm512_storeu_si512(PP + ((i / 2) * kBk + cv * W) * 2, round_pairs(__m512(p[0]), __m512(p[1])));
-        _mm512_storeu_si512(dSP + ((i / 2) * kBk + cv * W) * 2, round_pairs(__m512(ds[0]), __m512(ds[1])));
-      }
-    }
-    pack_vnni(QV, Dhp, qp, c.qs.time, qn, Dh);
-    pack_vnni(dOV, Dhp, dop, c.dos.time, qn, Dh);
-    // dV[kn × Dhp] += P^T[kn × qn] · dO[qn × Dhp] ; dK[kn × Dhp] += dS^T · Q
-    gemm16(kn, int(Dhp), (qn + 1) / 2, PP, 2, 2 * kBk, dOV, Dhp, dV, Dhp, first ? 0 : 1);
-    gemm16(kn, int(Dhp), (qn + 1) / 2, dSP, 2, 2 * kBk, QV, Dhp, dK, Dhp, first ? 0 : 1);
-    first = false;
-  }
-  if (first) std::fill(dK, dK + kBk * Dhp, 0.0f), std::fill(dV, dV + kBk * Dhp, 0.0f);  // no query sees the block
-  BFloat16* dkp = c.dk + b * c.dks.batch + hk * c.dks.head + j0 * c.dks.time;
-  BFloat16* dvp = c.dv + b * c.dvs.batch + hk * c.dvs.head + j0 * c.dvs.time;
-  for (int j = 0; j < kn; ++j) {  // dk = scale · dK, dv = dV
-    store_scaled_bf16(dkp + j * c.dks.time, dK + j * Dhp, Dh, c.scale);
-    store_scaled_bf16(dvp + j * c.dvs.time, dV + j * Dhp, Dh, 1.0f);
-  }
-}
-
-// Backward pass 2 task: one (b, h, query block) → dq rows. S^T = K_blk · Q_blk^T as in the forward; dS^T goes to
-// bfloat16 pairs of keys for dQ += dS · K.
-UOE_ATTN_BF16 void bwd_q_task(const BCtx& c, int64_t task, std::byte* ws) {
-  const int64_t Dh = c.Dh, Dh2 = (Dh + 1) / 2, Dhp = (Dh + W - 1) / W * W;
-  const auto [b, h, hk, i0, qn] = query_block(c, task);
-
-  Carve w{ws};
-  BFloat16* QP = w.take<BFloat16>(Dh2 * 2 * kBq);   // [Dh2][kBq] pairs of Q^T
-  BFloat16* dOP = w.take<BFloat16>(Dh2 * 2 * kBq);  // [Dh2][kBq] pairs of dO^T
-  BFloat16* dSP = w.take<BFloat16>(kBk * kBq);      // [kBk/2][kBq] pairs (of keys) of dS^T
-  BFloat16* Kb = w.take<BFloat16>(kBk * (Dh + 1));   // [kBk][Dh+1] K rows when Dh is odd
-  BFloat16* Vb = w.take<BFloat16>(kBk * (Dh + 1));   // [kBk][Dh+1] V rows when Dh is odd
-  BFloat16* KV = w.take<BFloat16>(kBk * Dhp);       // [kBk/2][Dhp] pairs (of keys) of K
-  float* ST = w.take<float>(kBk * kBq);             // [kBk][kBq] scores, transposed
-  float* dST = w.take<float>(kBk * kBq);            // [kBk][kBq] dP^T
-  float* dQ = w.take<float>(kBq * Dhp);             // [kBq][Dhp]
-  float* Lb = w.take<float>(kBq);                   // lse (0 past qn)
-  float* Db = w.take<float>(kBq);                   // D = rowsum(dout ⊙ out) (0 past qn)
-
-  pack_pairs_transposed(QP, kBq, c.q_row(b, h, i0), c.qs.time, qn, Dh);
-  pack_pairs_transposed(dOP, kBq, c.dout_row(b, h, i0), c.dos.time, qn, Dh);
-  for (int i = 0; i < kBq; ++i) {
-    Lb[i] = i < qn ? c.lse_row(b, h, i0)[i] : 0.0f;
-    Db[i] = i < qn ? c.dsum_row(b, h, i0)[i] : 0.0f;
-  }
-  const V sc = c.scale - V{};
-  const int64_t nk = c.causal ? ceil_div(i0 + qn, kBk) : c.nkb;
-  for (int64_t kb = 0; kb < nk; ++kb) {
-    const int64_t j0 = kb * kBk;
+  for (int64_t j0 = 0; j0 < c.len; j0 += kBk) {
     const int kn = block_rows(c.len, j0, kBk);
-    const Rows kr = pair_rows(c.k_row(b, hk, j0), c.ks.time, kn, Dh, Kb);
-    const Rows vr = pair_rows(c.v_row(b, hk, j0), c.vs.time, kn, Dh, Vb);
-    gemm16(kn, kBq, int(Dh2), kr.p, kr.stride, 2, QP, kBq, ST, kBq, 0);    // ST[kn × kBq] = K · Q^T
-    gemm16(kn, kBq, int(Dh2), vr.p, vr.stride, 2, dOP, kBq, dST, kBq, 0);  // dST[kn × kBq] = V · dO^T (= dP^T)
-    const bool diag = c.causal && j0 + kn - 1 > i0;
-    for (int cv = 0; cv < kBq / W; ++cv) {  // W query columns at a time
-      V li, di, idx;
-      F::load(li, Lb + cv * W);
-      F::load(di, Db + cv * W);
-      F::iota(idx, cv * W);
-      for (int j = 0; j < kn; j += 2) {  // ds^T = exp(s·scale − lse) ⊙ (dp − D), pairs (key j, key j+1)
-        V ds[2] = {V{}, V{}};
-        for (int e = 0; e < 2 && j + e < kn; ++e) {
-          V s, dp;
-          F::load(s, ST + (j + e) * kBq + cv * W);
-          F::load(dp, dST + (j + e) * kBq + cv * W);
-          exp_scores<float, 64>(s, sc, li, idx, diag, j0 - i0, j + e);
-          ds[e] = s * (dp - di);
-        }
-        _mm512_storeu_si512(dSP + ((j / 2) * kBq + cv * W) * 2, round_pairs(__m512(ds[0]), __m512(ds[1])));
-      }
-    }
+    pack_pairs_transposed(KP, kBk, c.k_row(b, hk, j0), c.ks.time, kn, Dh);
+    pack_pairs_transposed(VPt, kBk, c.v_row(b, hk, j0), c.vs.time, kn, Dh);
     pack_vnni(KV, Dhp, c.k_row(b, hk, j0), c.ks.time, kn, Dh);
-    // dQ[qn × Dhp] += dS[qn × kn] · K[kn × Dhp]
-    gemm16(qn, int(Dhp), (kn + 1) / 2, dSP, 2, 2 * kBq, KV, Dhp, dQ, Dhp, kb == 0 ? 0 : 1);
+    bool first = true;
+    const KeyBlockQueries queries = queries_of(c, hk, j0);
+    for (int64_t n = 0; n < queries.count(); ++n) {  // the query blocks that see this key block, fixed order
+      const auto [h, i0, qn] = queries.at(n);
+      const BFloat16* qp = c.q_row(b, h, i0);
+      const BFloat16* dop = c.dout_row(b, h, i0);
+      const float* lse = c.lse_row(b, h, i0);
+      const float* dsum = c.dsum_row(b, h, i0);
+      const Rows qr = pair_rows(qp, c.qs.time, qn, Dh, Qb), dor = pair_rows(dop, c.dos.time, qn, Dh, dOb);
+      gemm16(qn, kBk, int(Dh2), qr.p, qr.stride, 2, KP, kBk, P, kBk, 0);     // P[qn × kBk] = Q · K^T
+      gemm16(qn, kBk, int(Dh2), dor.p, dor.stride, 2, VPt, kBk, dS, kBk, 0);  // dS[qn × kBk] = dO · V^T (= dP)
+      const bool diag = c.causal && j0 + kn - 1 > i0;
+      for (int i = 0; i < qn; i += 2) {  // rows i, i+1: p = exp(s·scale − lse), ds = p ⊙ (dp − D), as pairs
+        for (int cv = 0; cv < kBk / W; ++cv) {
+          V p[2] = {V{}, V{}}, ds[2] = {V{}, V{}};
+          for (int e = 0; e < 2 && i + e < qn; ++e) {
+            V dp, idx;
+            F::load(p[e], P + (i + e) * kBk + cv * W);
+            F::load(dp, dS + (i + e) * kBk + cv * W);
+            p[e] = p[e] * sc - lse[i + e];
+            F::exp(p[e]);
+            if (diag) {
+              F::iota(idx, cv * W);
+              p[e] = idx <= float(i0 + i + e - j0) - V{} ? p[e] : V{};
+            }
+            ds[e] = p[e] * (dp - dsum[i + e]);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dSR + (i + e) * kBk + cv * W),
+                                (__m256i)_mm512_cvtneps_pbh(__m512(ds[e])));
+          }
+          _mm512_storeu_si512(PP + ((i / 2) * kBk + cv * W) * 2, round_pairs(__m512(p[0]), __m512(p[1])));
+          _mm512_storeu_si512(dSP + ((i / 2) * kBk + cv * W) * 2, round_pairs(__m512(ds[0]), __m512(ds[1])));
+        }
+      }
+      pack_vnni(QV, Dhp, qp, c.qs.time, qn, Dh);
+      pack_vnni(dOV, Dhp, dop, c.dos.time, qn, Dh);
+      // dV[kn × Dhp] += P^T[kn × qn] · dO[qn × Dhp] ; dK[kn × Dhp] += dS^T · Q
+      gemm16(kn, int(Dhp), (qn + 1) / 2, PP, 2, 2 * kBk, dOV, Dhp, dV, Dhp, first ? 0 : 1);
+      gemm16(kn, int(Dhp), (qn + 1) / 2, dSP, 2, 2 * kBk, QV, Dhp, dK, Dhp, first ? 0 : 1);
+      // dQ[qn × Dhp] += dS[qn × kn] · K[kn × Dhp] (every query block sees key block 0 first)
+      float* dq_rows = dQ + ((h - hk * c.G) * c.len + i0) * Dhp;
+      gemm16(qn, int(Dhp), (kn + 1) / 2, dSR, kBk, 2, KV, Dhp, dq_rows, Dhp, j0 == 0 ? 0 : 1);
+      first = false;
+    }
+    if (first) std::fill(dK, dK + kBk * Dhp, 0.0f), std::fill(dV, dV + kBk * Dhp, 0.0f);  // no query sees it
+    BFloat16* dkp = c.dk + b * c.dks.batch + hk * c.dks.head + j0 * c.dks.time;
+    BFloat16* dvp = c.dv + b * c.dvs.batch + hk * c.dvs.head + j0 * c.dvs.time;
+    for (int j = 0; j < kn; ++j) {  // dk = scale · dK, dv = dV
+      store_scaled_bf16(dkp + j * c.dks.time, dK + j * Dhp, Dh, c.scale);
+      store_scaled_bf16(dvp + j * c.dvs.time, dV + j * Dhp, Dh, 1.0f);
+    }
   }
-  BFloat16* dqp = c.dq + b * c.dqs.batch + h * c.dqs.head + i0 * c.dqs.time;
-  for (int i = 0; i < qn; ++i) store_scaled_bf16(dqp + i * c.dqs.time, dQ + i * Dhp, Dh, c.scale);  // dq = scale·dQ
+  for (int64_t g = 0; g < c.G; ++g) {  // dq = scale · dQ
+    BFloat16* dqp = c.dq + b * c.dqs.batch + (hk * c.G + g) * c.dqs.head;
+    for (int64_t t = 0; t < c.len; ++t)
+      store_scaled_bf16(dqp + t * c.dqs.time, dQ + (g * c.len + t) * Dhp, Dh, c.scale);
+  }
 }
 
 template <typename Task>
-void run_bf16_tasks(const BCtx& c, int64_t ntask, Task task) {
-  run_parallel(ntask, workspace_bytes(c.Dh), [&](int64_t t, std::byte* ws) { task(c, t, ws); });
+void run_bf16_tasks(const BCtx& c, int64_t ntask, size_t ws_bytes, Task task) {
+  run_parallel(ntask, ws_bytes, [&](int64_t t, std::byte* ws) { task(c, t, ws); });
 }
 #endif  // UOE_ATTN_X86
 
@@ -355,7 +315,7 @@ void attention_forward_bf16(const AttnShape& s, const BFloat16* q, AttnStrides q
 #if UOE_ATTN_X86
   if (use_dpbf16()) {
     c.q = q, c.k = k, c.v = v, c.qs = qs, c.ks = ks, c.vs = vs, c.out = out, c.os = os, c.lse_out = lse;
-    return run_bf16_tasks(c, c.B * c.H * c.nqb, fwd_task);
+    return run_bf16_tasks(c, c.B * c.H * c.nqb, workspace_bytes(c.Dh), fwd_task);
   }
 #endif
   forward_f32_route(s, q, qs, k, ks, v, vs, out, os, lse);
@@ -374,8 +334,8 @@ void attention_backward_bf16(const AttnShape& s, const BFloat16* q, AttnStrides 
     c.dq = dq, c.dk = dk, c.dv = dv;
     const std::vector<float> dsum = dout_out_row_sums(c, out, os, dout, dos);
     c.dsum = dsum.data();
-    run_bf16_tasks(c, c.B * c.Hkv * c.nkb, bwd_kv_task);
-    return run_bf16_tasks(c, c.B * c.H * c.nqb, bwd_q_task);
+    const size_t dq_bytes = size_t(c.G * c.len * ((c.Dh + W - 1) / W * W)) * sizeof(float) + 64;
+    return run_bf16_tasks(c, c.B * c.Hkv, workspace_bytes(c.Dh) + dq_bytes, bwd_task);
   }
 #endif
   backward_f32_route(s, q, qs, k, ks, v, vs, out, os, lse, dout, dos, dq, dqs, dk, dks, dv, dvs);
