@@ -114,8 +114,10 @@ UOE_SIMD void swiglu_backward_inner(const T* g, const T* p, const T* dh, T* dg, 
     load_block(bd, dh + k, 1, m);
 #pragma omp simd
     for (int64_t i = 0; i < m; ++i) {
-      og[i] = (bd[i] * bp[i]) * vm::silu_grad(bg[i]);  // the order of the composed silu(g) * p's backward
-      op[i] = bd[i] * vm::silu(bg[i]);
+      C s, ds;  // silu(g), silu'(g)
+      vm::silu_and_grad(bg[i], s, ds);
+      og[i] = (bd[i] * bp[i]) * ds;  // the order of the composed silu(g) * p's backward
+      op[i] = bd[i] * s;
     }
     store_block(dg + k, 1, og, m);
     store_block(dp + k, 1, op, m);

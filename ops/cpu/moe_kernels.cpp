@@ -103,13 +103,14 @@ UOE_SIMD C swiglu_backward_row(int64_t R, C w, const S* hg, const S* hp, const C
     const C* gk = g + k;
 #pragma omp simd reduction(+ : dot)
     for (int64_t j = 0; j < m; ++j) {
-      const C h = bh[j], p = bp[j], gj = gk[j];
-      const C sl = vm::silu(h);
+      const C p = bp[j], gj = gk[j];
+      C sl, dsl;  // silu(H_g), silu'(H_g)
+      vm::silu_and_grad(bh[j], sl, dsl);
       const C a = sl * p;
       dot += a * gj;
       const C da = w * gj;
       owa[j] = w * a;
-      odg[j] = da * p * vm::silu_grad(h);
+      odg[j] = da * p * dsl;
       odp[j] = da * sl;
     }
     store_block(wa + k, 1, owa, m);

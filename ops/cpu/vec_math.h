@@ -187,6 +187,17 @@ UOE_VM_INLINE float silu_grad(float x) {
   const float s = detail::select(xc >= 0.0f, inv, e * inv);
   return s + xc * (e * inv * inv);
 }
+// silu(x) and silu'(x) together, bit for bit what silu and silu_grad return, for one exp and one division: silu's
+// clamp xc and silu_grad's xg differ only above 200, where sigmoid is 1 for both.
+UOE_VM_INLINE void silu_and_grad(float x, float& y, float& dy) {
+  const float xc = detail::max_keep_nan(x, -200.0f);
+  const float xg = detail::select(xc > 200.0f, 200.0f, xc);
+  const float e = vm::exp(-detail::abs_bits(xg));
+  const float inv = 1.0f / (1.0f + e);
+  const float s = detail::select(xg >= 0.0f, inv, e * inv);
+  y = xc * s;
+  dy = s + xg * (e * inv * inv);
+}
 
 // gelu, tanh approximation (PyTorch gelu(approximate='tanh')):
 //   0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3)  ==  x * sigma(2u)   (exact identity, no cancellation).
@@ -302,6 +313,10 @@ UOE_VM_INLINE double softplus(double x) { return (x < 0.0 ? 0.0 : x) + std::log1
 UOE_VM_INLINE double silu_grad(double x) {
   const double xc = x < -800.0 ? -800.0 : (x > 800.0 ? 800.0 : x);
   return vm::sigmoid(xc) + xc * vm::sigmoid_grad(xc);
+}
+UOE_VM_INLINE void silu_and_grad(double x, double& y, double& dy) {
+  y = vm::silu(x);
+  dy = vm::silu_grad(x);
 }
 UOE_VM_INLINE double gelu(double x) {
   const double xc = x < -40.0 ? -40.0 : x;
