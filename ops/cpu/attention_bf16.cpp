@@ -1,6 +1,6 @@
-// CPU fused attention on bfloat16 tensors: the tiled online-softmax forward and backward of attention_kernels.cpp
-// with every product on bfloat16 pairs (VDPBF16PS) and the softmax statistics in float32; the float32 route where
-// the CPU has no AVX512-BF16.
+// CPU fused attention on bfloat16 tensors: the tiled online-softmax forward of attention_kernels.cpp and a one-pass
+// backward, every product on bfloat16 pairs (VDPBF16PS) and the softmax statistics in float32; the float32 route
+// where the CPU has no AVX512-BF16.
 #include <omp.h>
 
 #include <cmath>
@@ -73,8 +73,8 @@ void count_f32_route() {
 
 #if UOE_ATTN_X86
 // ---------------------------------------------------------------------------------------------------------
-// The VDPBF16PS tasks: the task split, tile loops and masking of attention_kernels.cpp (one task per (b, h,
-// query block) for the forward and dq, per (b, kv head, key block) for dk/dv), W = 16 float lanes.
+// The VDPBF16PS tasks: the tile loops and masking of attention_kernels.cpp; one task per (b, h, query block) for
+// the forward, per (b, kv head) for the whole backward (dk, dv and the group's dq); W = 16 float lanes.
 using F = Simd<float, 64>;
 using V = F::V;
 constexpr int W = F::W;
