@@ -291,14 +291,22 @@ void gemm_packed(const GemmKernels<TP, TC, TS>& ks, bool ta, bool tb, int64_t M,
           const int64_t pc = pb * KC, kc = std::min(KC, K - pc), kp = padded(kc);
           const TC beta_eff = pb == 0 ? beta : TC(1);
           ensure_b(pb, p0 / kGroup, ceil_div(p1, kGroup));
-          ks.pack_a(ta, ta ? A + pc * lda + i0 : A + i0 * lda + pc, lda, mc, kc, Ap);
+          // A as it is where the kernels can read it so (rows of pairs: not transposed, an even depth), else packed
+          const bool in_place = ks.micro_unpacked_a && !ta && kc == kp;
+          if (!in_place) ks.pack_a(ta, ta ? A + pc * lda + i0 : A + i0 * lda + pc, lda, mc, kc, Ap);
           const TP* bblk = Bp + pb * KC * np * NR;
           for (int64_t p = p0; p < p1; ++p) {
             const int nr = int(std::min(NR, nc - p * NR));
             const TP* bp = bblk + p * NR * kp;
             TC* cp = C + i0 * ldc + jc + p * NR;
-            for (int64_t ir = 0; ir < mc; ir += MR)
-              ks.micro(kp, Ap + ir * kp, bp, cp + ir * ldc, ldc, int(std::min(MR, mc - ir)), nr, alpha, beta_eff);
+            for (int64_t ir = 0; ir < mc; ir += MR) {
+              const int mr = int(std::min(MR, mc - ir));
+              if (in_place)
+                ks.micro_unpacked_a(kc, A + (i0 + ir) * lda + pc, lda, bp, cp + ir * ldc, ldc, mr, nr, alpha,
+                                    beta_eff);
+              else
+                ks.micro(kp, Ap + ir * kp, bp, cp + ir * ldc, ldc, mr, nr, alpha, beta_eff);
+            }
           }
         }
         if (done) done(i0, i1, jc + p0 * NR, jc + std::min(nc, p1 * NR));

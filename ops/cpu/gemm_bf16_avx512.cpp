@@ -22,23 +22,26 @@ uint32_t pair_at(const BFloat16* p) {
   return v;
 }
 
-// R rows (R <= MR) of the MR x 32 tile over kp/2 pairs. Each C element is one VDPBF16PS chain over the pairs in
-// ascending order whatever R is, so edge tiles give the same bits as full ones.
-template <int R>
-UOE_AVX512_BF16 void micro_rows(int64_t kp, const BFloat16* a, const BFloat16* b, float* c, int64_t ldc, int nr,
-                                float alpha, float beta) {
+// R rows (R <= MR) of the MR x 32 tile over kp/2 pairs. Pair p of row i of A: packed, at a + 2·(p·MR + i); in
+// place (A row-major), at a + 2·p + i·lda. Each C element is one VDPBF16PS chain over the pairs in ascending order
+// whatever R and the layout of A, so edge tiles and both layouts give the same bits.
+template <int R, bool kInPlace>
+UOE_AVX512_BF16 void micro_rows(int64_t kp, const BFloat16* a, int64_t lda, const BFloat16* b, float* c, int64_t ldc,
+                                int nr, float alpha, float beta) {
+  constexpr int64_t ps = kInPlace ? 2 : 2 * MR;
+  const int64_t rs = kInPlace ? lda : 2;
   __m512 c0[R], c1[R];
   avx512::zero_rows<R>(c0, c1);
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i) __builtin_prefetch(c + i * ldc, 1, 3);
-  for (int64_t p = 0; p < kp / 2; ++p, a += 2 * MR, b += 2 * NR) {
+  for (int64_t p = 0; p < kp / 2; ++p, a += ps, b += 2 * NR) {
     _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchB * 2 * NR), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchB * 2 * NR + 32), _MM_HINT_T0);
     const __m512bh b0 = (__m512bh)_mm512_load_si512(b);
     const __m512bh b1 = (__m512bh)_mm512_load_si512(b + 32);
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
-      const __m512bh ai = (__m512bh)_mm512_set1_epi32(int(pair_at(a + 2 * i)));
+      const __m512bh ai = (__m512bh)_mm512_set1_epi32(int(pair_at(a + i * rs)));
       c0[i] = _mm512_dpbf16_ps(c0[i], ai, b0);
       c1[i] = _mm512_dpbf16_ps(c1[i], ai, b1);
     }
@@ -62,7 +65,17 @@ void with_rows(int mr, F&& f) {
 
 void micro(int64_t kp, const BFloat16* a, const BFloat16* b, float* c, int64_t ldc, int mr, int nr, float alpha,
            float beta) {
-  with_rows<MR>(mr, [&](auto rows) { micro_rows<decltype(rows)::value>(kp, a, b, c, ldc, nr, alpha, beta); });
+  with_rows<MR>(mr, [&](auto rows) {
+    micro_rows<decltype(rows)::value, false>(kp, a, 0, b, c, ldc, nr, alpha, beta);
+  });
+}
+
+// A read in place (no packing): its rows already hold pairs of consecutive k.
+void micro_unpacked_a(int64_t kc, const BFloat16* a, int64_t lda, const BFloat16* b, float* c, int64_t ldc, int mr,
+                      int nr, float alpha, float beta) {
+  with_rows<MR>(mr, [&](auto rows) {
+    micro_rows<decltype(rows)::value, true>(kc, a, lda, b, c, ldc, nr, alpha, beta);
+  });
 }
 
 // Interleaves rows 2p and 2p+1 of a source whose k runs down the rows (element (k, x) at src[k*ld + x]) into
@@ -136,7 +149,8 @@ void pack_b_vnni32(bool trans, const BFloat16* B, int64_t ldb, int64_t kc, int64
 }
 
 const GemmKernels<BFloat16, float>& gemm_kernels_avx512_bf16() {
-  static const GemmKernels<BFloat16, float> k{MR, NR, 1024, 336, 1 << 22, &micro, &pack_a, &pack_b, 2};
+  static const GemmKernels<BFloat16, float> k{MR,     NR,      1024, 336, 1 << 22, &micro, &pack_a,
+                                               &pack_b, 2, &micro_unpacked_a};
   return k;
 }
 

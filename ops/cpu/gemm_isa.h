@@ -56,6 +56,10 @@ struct GemmKernels {
   // Packs op(B)[0:kc, 0:nc]; B points at op(B)[0,0] (trans: stored [N,K]).
   void (*pack_b)(bool trans, const TS* B, int64_t ldb, int64_t kc, int64_t nc, TP* dst);
   int64_t k_granule = 1;  // panels are kc rounded up to a multiple of this deep (bf16 pairs: 2, AMX tiles: 32)
+  // Optional: the micro-kernel reading A unpacked, mr rows of op(A) = A (not transposed) at a, row stride lda, kc
+  // even; the same sums in the same order as micro on the packed panel, so the same bits.
+  void (*micro_unpacked_a)(int64_t kc, const TS* a, int64_t lda, const TP* b, TC* c, int64_t ldc, int mr, int nr,
+                           TC alpha, TC beta) = nullptr;
 };
 
 const GemmKernels<float>& gemm_kernels_avx512_f32();

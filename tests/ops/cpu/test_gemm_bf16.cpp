@@ -185,6 +185,26 @@ TEST_P(GemmBf16Test, WideBFloat16OutputInRowPassesIsTheRoundedFloatProduct) {
   }
 }
 
+// A not transposed with an even depth is read in place by the AVX512-BF16 kernel, a transposed A is packed first:
+// the same product either way gives the same bits (every C element is one chain over the pairs in order), across
+// several K blocks and padded (odd) leading dimensions.
+TEST_P(GemmBf16Test, AReadInPlaceGivesTheBitsOfAPacked) {
+  uint32_t seed = 900;
+  for (const Size& s : {Size{29, 70, 64}, Size{300, 33, 2100}, Size{15, 1000, 1030}})
+    for (int64_t pad : {0, 1}) {
+      const Problem p(false, false, s.M, s.N, s.K, pad, seed += 3);
+      std::vector<BFloat16> at(size_t(s.K * s.M));  // A transposed: [K, M]
+      for (int64_t i = 0; i < s.M; ++i)
+        for (int64_t k = 0; k < s.K; ++k) at[size_t(k * s.M + i)] = p.A[size_t(i * p.lda + k)];
+      std::vector<float> in_place = p.C, packed = p.C;
+      uoe::cpu::gemm_bf16<float>(false, false, s.M, s.N, s.K, 1.0f, p.A.data(), p.lda, p.B.data(), p.ldb, 0.0f,
+                                 in_place.data(), p.ldc);
+      uoe::cpu::gemm_bf16<float>(true, false, s.M, s.N, s.K, 1.0f, at.data(), s.M, p.B.data(), p.ldb, 0.0f,
+                                 packed.data(), p.ldc);
+      EXPECT_EQ(std::memcmp(in_place.data(), packed.data(), packed.size() * sizeof(float)), 0) << p.describe();
+    }
+}
+
 TEST_P(GemmBf16Test, ThreadCountIndependence) {
   const int saved = omp_get_max_threads();
   uint32_t seed = 300;
