@@ -350,8 +350,7 @@ Tensor expert_ffn(const Tensor& x, const Tensor& indices, const Tensor& weights,
   Tensor y = empty({s.T, s.d}, like(xc));  // [T, d]
   // H_g, H_p of every routed pair, kept for the backward when it will run (which then needs no GEMM to recompute
   // them)                                                                                          [2, P, R]
-  const bool keep = autograd::grad_enabled() &&
-                    autograd::needs_grad({x, indices, weights, w_gate, w_up, w_down, gate_input});
+  const bool keep = autograd::needs_grad({x, indices, weights, w_gate, w_up, w_down, gate_input});
   const Tensor h = keep ? empty({2, plan->rows(), s.r1 - s.r0}, like(xc)) : Tensor();
   if (bf16) {
     using B = BFloat16;

@@ -79,16 +79,7 @@ using F = Simd<float, 64>;
 using V = F::V;
 constexpr int W = F::W;
 
-// Carves 64-byte aligned arrays out of a task's workspace.
-struct Carve {
-  std::byte* p;
-  template <typename X>
-  X* take(int64_t n) {
-    X* r = reinterpret_cast<X*>(p);
-    p += (size_t(n) * sizeof(X) + 63) / 64 * 64;
-    return r;
-  }
-};
+using detail::Carve;
 
 // Workspace bytes per thread, an upper bound for both task kinds (the backward's dQ of its group on top): at most 7
 // bfloat16 tiles of 64 × max(Dhp, Dh + 1) and 3 of 64 × 64, 2 float tiles of 64 × Dhp and 2 of 64 × 64, 3 float
@@ -334,7 +325,7 @@ void attention_backward_bf16(const AttnShape& s, const BFloat16* q, AttnStrides 
     c.dq = dq, c.dk = dk, c.dv = dv;
     const std::vector<float> dsum = dout_out_row_sums(c, out, os, dout, dos);
     c.dsum = dsum.data();
-    const size_t dq_bytes = size_t(c.G * c.len * ((c.Dh + W - 1) / W * W)) * sizeof(float) + 64;
+    const size_t dq_bytes = Carve::bytes<float>(c.G * c.len * ((c.Dh + W - 1) / W * W));
     return run_bf16_tasks(c, c.B * c.Hkv, workspace_bytes(c.Dh) + dq_bytes, bwd_task);
   }
 #endif

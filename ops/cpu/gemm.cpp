@@ -127,7 +127,7 @@ const GemmKernels<float>& kernels_f32() {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-// Scratch buffers (gemm_isa.h): page aligned (2 MB and THP-advised when large), grown on demand.
+// Scratch buffers (scratch.h): page aligned (2 MB and THP-advised when large), grown on demand.
 // ---------------------------------------------------------------------------------------------
 Scratch::~Scratch() { std::free(ptr_); }
 

@@ -9,23 +9,9 @@
 #include <functional>
 
 #include "core/half.h"
+#include "ops/cpu/scratch.h"
 
 namespace uoe::cpu::detail {
-
-// A per-thread working buffer (hold it thread_local): page aligned (2 MB and THP-advised when large), grown on
-// demand, never initialised, kept for reuse.
-class Scratch {
- public:
-  Scratch() = default;
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  ~Scratch();
-  void* get(size_t bytes);  // at least `bytes`; the contents of a smaller earlier get are not kept
-
- private:
-  void* ptr_ = nullptr;
-  size_t size_ = 0;
-};
 
 enum class GemmIsa : int { Auto = -1, Scalar = 0, Avx2 = 1, Avx512 = 2 };
 

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "ops/cpu/gemm_bf16.h"
+#include "ops/cpu/scratch.h"
 #include "ops/cpu/loops.h"
 #include "ops/kernels/gemm.h"
 #include "ops/cpu/simd.h"
@@ -35,37 +36,13 @@ std::unique_ptr<T[]> scratch(int64_t n) {
   return std::unique_ptr<T[]>(new T[size_t(std::max<int64_t>(n, 1))]);
 }
 
-// Per-thread scratch of `bytes` kept between calls (a fresh multi-MB buffer per call costs page faults every time);
-// uninitialised, valid until this thread's next call.
-std::byte* thread_scratch(int64_t bytes) {
-  thread_local std::unique_ptr<std::byte[]> buf;
-  thread_local int64_t capacity = 0;
-  if (bytes > capacity) {
-    buf.reset();
-    buf.reset(new std::byte[size_t(std::max<int64_t>(bytes, 1))]);
-    capacity = bytes;
-  }
-  return buf.get();
+using detail::Carve;
+
+// This thread's scratch of at least `bytes`: uninitialised, valid until this thread's next call.
+std::byte* thread_scratch(size_t bytes) {
+  thread_local detail::Scratch scratch;
+  return static_cast<std::byte*>(scratch.get(bytes));
 }
-
-// Typed runs carved one after another out of a thread_scratch, each starting on a 64-byte boundary of it.
-class ScratchRuns {
- public:
-  explicit ScratchRuns(std::byte* base) : next_(base) {}
-  template <typename T>
-  static int64_t bytes(int64_t n) {
-    return (n * int64_t(sizeof(T)) + 63) / 64 * 64;
-  }
-  template <typename T>
-  T* take(int64_t n) {
-    T* run = reinterpret_cast<T*>(next_);
-    next_ += bytes<T>(n);
-    return run;
-  }
-
- private:
-  std::byte* next_;
-};
 
 // Σ v[j]² in float64, in vector lanes (one sequential chain of float64 adds ran at the add's latency: 0.9% of a
 // tiny-uoe bf16 step).                                                                                   v: [n]
@@ -209,7 +186,7 @@ void sum_into(int64_t n, S* dst, Add&& add) {
 // experts than threads). Every expert writes only its own rows and weight slices and a GEMM gives the same bits
 // on any thread count, so both ways give identical results.
 template <typename F>
-void for_experts(const ExpertPlan& plan, int64_t n, int64_t scratch_bytes, F&& body) {
+void for_experts(const ExpertPlan& plan, int64_t n, size_t scratch_bytes, F&& body) {
   const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
   if (nt > 1 && n >= 4 * int64_t(nt)) {
     std::vector<int64_t> order(static_cast<size_t>(n));
@@ -358,10 +335,10 @@ void expert_ffn_forward(const ExpertShape& s, const ExpertPlan& plan, const S* x
   gather_pairs(s, plan, x, gate, xs.get(), gs.get());
   const S* G = gate ? gs.get() : xs.get();
   const int64_t mR = plan.max_rows * R;
-  for_experts(plan, s.n, (h ? 1 : 3) * ScratchRuns::bytes<S>(mR), [&](int64_t e, std::byte* buf) {
+  for_experts(plan, s.n, (h ? 1 : 3) * Carve::bytes<S>(mR), [&](int64_t e, std::byte* buf) {
     const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
     if (m == 0) return;
-    ScratchRuns runs(buf);
+    Carve runs{buf};
     S* a = runs.take<S>(mR);  // [m, R]
     // H_g, H_p [m, R]: kept in h for the backward, or in scratch
     S* hg = h ? h + off * R : runs.take<S>(mR);
@@ -404,13 +381,13 @@ void expert_ffn_backward(const ExpertShape& s, const ExpertPlan& plan, const S* 
   });
   const S* G = gate ? gs.get() : xs.get();
   const int64_t mR = plan.max_rows * R;
-  const int64_t scratch_bytes = ScratchRuns::bytes<C>(mR) + 3 * ScratchRuns::bytes<S>(mR);
+  const size_t scratch_bytes = Carve::bytes<C>(mR) + 3 * Carve::bytes<S>(mR);
   for_experts(plan, s.n, scratch_bytes, [&](int64_t e, std::byte* buf) {
     const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
     const S *Ge = G + off * dg, *Xe = xs.get() + off * d, *dYe = dys.get() + off * d;
     const S *hg = h + off * R, *hp = h + (P + off) * R;  // the forward's H_g, H_p [m, R]
     const S *wge = wg + e * dg * D + s.r0, *wue = wu + e * d * D + s.r0, *wde = wd + (e * D + s.r0) * d;
-    ScratchRuns runs(buf);
+    Carve runs{buf};
     C* gb = runs.take<C>(mR);
     S *wa = runs.take<S>(mR), *dhg = runs.take<S>(mR), *dhp = runs.take<S>(mR);  // [m, R] each
     if (m > 0) {
