@@ -39,8 +39,13 @@ uoe_gemm() {  # BM_GemmBf16_uoe's label names the bfloat16 path it ran
     --benchmark_min_time=1 2>&1 |
     sed -nE 's#^BM_([A-Za-z0-9_]+)/([0-9]+)/real_time.*GFLOPS=([0-9.]+)/s ?(.*)$#\1 gemm-\2 \3 GFLOP/s \4#p'
 }
-# The trainer's running mean over 20 steps. bf16-f32path: --dtype bf16 on the float32 kernels (UOE_PIN_ISA=f32), as
+# Steps 3 to 20: their tokens over their time (each step's step_tokens_per_s in metrics.jsonl), as the peer times
+# its steps after its first two (warm-up: first touch of every buffer; torch.compile's compilation). bf16-f32path: --dtype bf16 on the float32 kernels (UOE_PIN_ISA=f32), as
 # on a CPU without AMX or AVX512-BF16; its warning about attention's float32 route is expected.
+steady_tokens_per_s() {  # harmonic mean of the per-step rates after step 2 (every step has batch x seq tokens)
+  grep -o '"step":[0-9]*\|"step_tokens_per_s":[0-9.e+-]*' "$1" | paste - - | tr -d '"' | tr ':' ' ' |
+    awk '$2 > 2 { n++; t += 1 / $4 } END { if (n == 0) exit 1; printf "%.1f\n", n / t }'
+}
 uoe_train() {
   for preset in tiny-uoe tiny-moe tiny-dense; do
     for run in f32 bf16 bf16-f32path; do
@@ -49,7 +54,7 @@ uoe_train() {
       env "${pin[@]}" OMP_NUM_THREADS=$threads "$build/uoe" train --config "$preset" --data "$data" --out "$work/run" \
         --steps 20 --batch 16 --seq 256 --threads "$threads" --dtype "${run%%-*}" --eval-every 0 --no-save --quiet \
         --overwrite >/dev/null
-      echo "uoe $preset-$run $(tail -1 "$work/run/metrics.jsonl" | grep -o '"tokens_per_s":[0-9.]*' | cut -d: -f2) tokens/s"
+      echo "uoe $preset-$run $(steady_tokens_per_s "$work/run/metrics.jsonl") tokens/s"
     done
   done
 }
