@@ -9,6 +9,7 @@
 #include <memory>
 #include <new>
 #include <thread>
+#include <type_traits>
 
 #include <sys/mman.h>
 
@@ -207,11 +208,12 @@ void wait_until(Pred ready) {
 // Work is split over output tiles only, each C element is the same micro-kernel FMA chain per KC
 // block, and KC blocks are applied in ascending order by a single thread, so the result is
 // bit-identical whatever the thread count or the order in which units are taken.
-// `done`, when given, hears of each unit's block of C once its last K block is applied.
+// `done`, when given, hears of each unit's block of C once its last K block is applied. With a bfloat16 `out`
+// (beta 0, ks.micro_bf16_out), the last K block rounds into out instead, and C holds the earlier blocks' sums.
 template <typename TP, typename TC, typename TS>
 void gemm_packed(const GemmKernels<TP, TC, TS>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K, TC alpha,
                  const TS* A, int64_t lda, const TS* B, int64_t ldb, TC beta, TC* C, int64_t ldc,
-                 const TileDone& done = nullptr) {
+                 const TileDone& done = nullptr, BFloat16* out = nullptr, int64_t ldo = 0) {
   const int64_t MR = ks.mr, NR = ks.nr;
   // K blocks: as few as ks.kc allows, evenly sized (a function of K alone, never of the threads), each
   // packed kp = kc rounded up to the granule deep.
@@ -295,15 +297,24 @@ void gemm_packed(const GemmKernels<TP, TC, TS>& ks, bool ta, bool tb, int64_t M,
           const bool in_place = ks.micro_unpacked_a && !ta && kc == kp;
           if (!in_place) ks.pack_a(ta, ta ? A + pc * lda + i0 : A + i0 * lda + pc, lda, mc, kc, Ap);
           const TP* bblk = Bp + pb * KC * np * NR;
+          const bool to_out = out && pb == kblocks - 1;
           for (int64_t p = p0; p < p1; ++p) {
             const int nr = int(std::min(NR, nc - p * NR));
             const TP* bp = bblk + p * NR * kp;
             TC* cp = C + i0 * ldc + jc + p * NR;
             for (int64_t ir = 0; ir < mc; ir += MR) {
               const int mr = int(std::min(MR, mc - ir));
+              const TS* a_in_place = A + (i0 + ir) * lda + pc;
+              if constexpr (std::is_same_v<TP, TS>) {
+                if (to_out) {
+                  ks.micro_bf16_out(kp, in_place ? a_in_place : Ap + ir * kp, in_place ? lda : 0, bp,
+                                    pb > 0 ? cp + ir * ldc : nullptr, ldc, out + (i0 + ir) * ldo + jc + p * NR, ldo,
+                                    mr, nr, alpha);
+                  continue;
+                }
+              }
               if (in_place)
-                ks.micro_unpacked_a(kc, A + (i0 + ir) * lda + pc, lda, bp, cp + ir * ldc, ldc, mr, nr, alpha,
-                                    beta_eff);
+                ks.micro_unpacked_a(kc, a_in_place, lda, bp, cp + ir * ldc, ldc, mr, nr, alpha, beta_eff);
               else
                 ks.micro(kp, Ap + ir * kp, bp, cp + ir * ldc, ldc, mr, nr, alpha, beta_eff);
             }
@@ -372,6 +383,12 @@ void gemm_packed_bf16(const GemmKernels<BFloat16, float>& ks, bool ta, bool tb, 
                       float alpha, const BFloat16* A, int64_t lda, const BFloat16* B, int64_t ldb, float beta,
                       float* C, int64_t ldc, const TileDone& done) {
   gemm_packed(ks, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, done);
+}
+
+void gemm_packed_bf16_out(const GemmKernels<BFloat16, float>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                          float alpha, const BFloat16* A, int64_t lda, const BFloat16* B, int64_t ldb, float* partial,
+                          int64_t ldp, BFloat16* C, int64_t ldc) {
+  gemm_packed(ks, ta, tb, M, N, K, alpha, A, lda, B, ldb, 0.0f, partial, ldp, nullptr, C, ldc);
 }
 
 void gemm_packed_widened_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A,

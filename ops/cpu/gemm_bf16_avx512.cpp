@@ -25,15 +25,17 @@ uint32_t pair_at(const BFloat16* p) {
 // R rows (R <= MR) of the MR x 32 tile over kp/2 pairs. Pair p of row i of A: packed, at a + 2·(p·MR + i); in
 // place (A row-major), at a + 2·p + i·lda. Each C element is one VDPBF16PS chain over the pairs in ascending order
 // whatever R and the layout of A, so edge tiles and both layouts give the same bits.
-template <int R, bool kInPlace>
+// The result goes to the float C (alpha·sum + beta·C), or, with a bfloat16 `out`, to out only: the float
+// alpha·sum (+ C, the earlier K blocks' float sums, when beta is 1) rounded to nearest even by VCVTNE2PS2BF16.
+template <int R, bool kInPlace, bool kBf16Out = false>
 UOE_AVX512_BF16 void micro_rows(int64_t kp, const BFloat16* a, int64_t lda, const BFloat16* b, float* c, int64_t ldc,
-                                int nr, float alpha, float beta) {
+                                int nr, float alpha, float beta, BFloat16* out = nullptr, int64_t ldo = 0) {
   constexpr int64_t ps = kInPlace ? 2 : 2 * MR;
   const int64_t rs = kInPlace ? lda : 2;
   __m512 c0[R], c1[R];
   avx512::zero_rows<R>(c0, c1);
 #pragma GCC unroll 16
-  for (int i = 0; i < R; ++i) __builtin_prefetch(c + i * ldc, 1, 3);
+  for (int i = 0; i < R; ++i) __builtin_prefetch(kBf16Out ? static_cast<void*>(out + i * ldo) : c + i * ldc, 1, 3);
   for (int64_t p = 0; p < kp / 2; ++p, a += ps, b += 2 * NR) {
     _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchB * 2 * NR), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchB * 2 * NR + 32), _MM_HINT_T0);
@@ -50,8 +52,21 @@ UOE_AVX512_BF16 void micro_rows(int64_t kp, const BFloat16* a, int64_t lda, cons
   const __m512 vb = _mm512_set1_ps(beta);
   const int beta_kind = beta == 0.0f ? 0 : beta == 1.0f ? 1 : 2;
   const __mmask16 m0 = avx512::mask_first(nr), m1 = avx512::mask_first(nr - 16);
+  if constexpr (kBf16Out) {
+    const __mmask32 m = nr >= 32 ? ~__mmask32(0) : (__mmask32(1) << nr) - 1;
 #pragma GCC unroll 16
-  for (int i = 0; i < R; ++i) avx512::store_row(c + i * ldc, c0[i], c1[i], m0, m1, va, vb, beta_kind);
+    for (int i = 0; i < R; ++i) {
+      __m512 r0 = _mm512_mul_ps(c0[i], va), r1 = _mm512_mul_ps(c1[i], va);
+      if (beta_kind == 1) {
+        r0 = _mm512_add_ps(r0, _mm512_maskz_loadu_ps(m0, c + i * ldc));
+        r1 = _mm512_add_ps(r1, _mm512_maskz_loadu_ps(m1, c + i * ldc + 16));
+      }
+      _mm512_mask_storeu_epi16(out + i * ldo, m, (__m512i)_mm512_cvtne2ps_pbh(r1, r0));
+    }
+  } else {
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) avx512::store_row(c + i * ldc, c0[i], c1[i], m0, m1, va, vb, beta_kind);
+  }
 }
 
 // Calls f(std::integral_constant<int, mr>{}) for 1 <= mr <= R: the tile height as a compile-time constant.
@@ -75,6 +90,17 @@ void micro_unpacked_a(int64_t kc, const BFloat16* a, int64_t lda, const BFloat16
                       int nr, float alpha, float beta) {
   with_rows<MR>(mr, [&](auto rows) {
     micro_rows<decltype(rows)::value, true>(kc, a, lda, b, c, ldc, nr, alpha, beta);
+  });
+}
+
+// The last K block of a bfloat16 C (GemmKernels::micro_bf16_out): A packed, or in place when lda > 0.
+void micro_bf16_out(int64_t kp, const BFloat16* a, int64_t lda, const BFloat16* b, const float* partial,
+                    int64_t ldc, BFloat16* out, int64_t ldo, int mr, int nr, float alpha) {
+  float* c = const_cast<float*>(partial);  // read only: beta is 1 with a partial, else 0
+  const float beta = partial ? 1.0f : 0.0f;
+  with_rows<MR>(mr, [&](auto rows) {
+    if (lda > 0) micro_rows<decltype(rows)::value, true, true>(kp, a, lda, b, c, ldc, nr, alpha, beta, out, ldo);
+    else micro_rows<decltype(rows)::value, false, true>(kp, a, 0, b, c, ldc, nr, alpha, beta, out, ldo);
   });
 }
 
@@ -149,8 +175,8 @@ void pack_b_vnni32(bool trans, const BFloat16* B, int64_t ldb, int64_t kc, int64
 }
 
 const GemmKernels<BFloat16, float>& gemm_kernels_avx512_bf16() {
-  static const GemmKernels<BFloat16, float> k{MR,     NR,      1024, 336, 1 << 22, &micro, &pack_a,
-                                               &pack_b, 2, &micro_unpacked_a};
+  static const GemmKernels<BFloat16, float> k{MR,     NR, 1024, 336, 1 << 22, &micro, &pack_a, &pack_b, 2,
+                                               &micro_unpacked_a, &micro_bf16_out};
   return k;
 }
 

@@ -46,6 +46,12 @@ struct GemmKernels {
   // even; the same sums in the same order as micro on the packed panel, so the same bits.
   void (*micro_unpacked_a)(int64_t kc, const TS* a, int64_t lda, const TP* b, TC* c, int64_t ldc, int mr, int nr,
                            TC alpha, TC beta) = nullptr;
+  // Optional: the last K block of a bfloat16 C, in one pass from the registers: the sums of micro (A packed), or of
+  // micro_unpacked_a (A in place, when lda > 0), as out[i*ldo + j] = bfloat16(alpha * sum + partial[i*ldc + j])
+  // rounded to nearest even (partial: the float sums of the earlier K blocks, only read; nullptr: none). The
+  // rounding is the CPU's, which flushes results below FLT_MIN to zero where float_to_bf16_bits keeps them.
+  void (*micro_bf16_out)(int64_t kp, const TP* a, int64_t lda, const TP* b, const TC* partial, int64_t ldc,
+                         BFloat16* out, int64_t ldo, int mr, int nr, TC alpha) = nullptr;
 };
 
 const GemmKernels<float>& gemm_kernels_avx512_f32();
@@ -103,6 +109,11 @@ using TileDone = std::function<void(int64_t i0, int64_t i1, int64_t j0, int64_t 
 void gemm_packed_bf16(const GemmKernels<BFloat16, float>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                       float alpha, const BFloat16* A, int64_t lda, const BFloat16* B, int64_t ldb, float beta,
                       float* C, int64_t ldc, const TileDone& done = nullptr);
+// C (bfloat16, ldc) = alpha op(A) op(B) with ks.micro_bf16_out: K blocks before the last sum into `partial` (float
+// [M, N], row stride ldp), which the last one reads as it rounds into C.
+void gemm_packed_bf16_out(const GemmKernels<BFloat16, float>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                          float alpha, const BFloat16* A, int64_t lda, const BFloat16* B, int64_t ldb, float* partial,
+                          int64_t ldp, BFloat16* C, int64_t ldc);
 // The same product on the active float kernels (gemm_active_isa): each panel of A and B is widened to float into a
 // per-thread staging block and packed by the float packing, so no operand is copied whole. Bit-identical to the
 // float GEMM of the widened operands. K > 0.

@@ -185,6 +185,28 @@ TEST_P(GemmBf16Test, WideBFloat16OutputInRowPassesIsTheRoundedFloatProduct) {
   }
 }
 
+// With beta 0 the AVX512-BF16 kernels round C from their registers in the last K block (the blocks before it sum in
+// float32): the bits of the float32 product rounded once, for every size (K over one, two and three blocks), both
+// transposes of each operand, padded leading dimensions and an alpha other than 1.
+TEST_P(GemmBf16Test, BFloat16OutputIsTheFloatProductRoundedOnce) {
+  uint32_t seed = 1300;
+  for (const Size& s : kSizes)
+    for (int t = 0; t < 4; ++t) {
+      const Problem p(t & 1, t & 2, s.M, s.N, s.K, t & 1, seed += 3);
+      std::vector<float> f32(p.C.size(), 0.0f);
+      uoe::cpu::gemm_bf16<float>(p.ta, p.tb, p.M, p.N, p.K, 0.75f, p.A.data(), p.lda, p.B.data(), p.ldb, 0.0f,
+                                 f32.data(), p.ldc);
+      std::vector<BFloat16> C(p.C.size()), want(p.C.size());
+      for (size_t i = 0; i < C.size(); ++i) {
+        C[i] = BFloat16(p.C[i]);  // the padding keeps these
+        want[i] = int64_t(i) % p.ldc < p.N ? BFloat16(f32[i]) : C[i];
+      }
+      uoe::cpu::gemm_bf16<BFloat16>(p.ta, p.tb, p.M, p.N, p.K, 0.75f, p.A.data(), p.lda, p.B.data(), p.ldb, 0.0f,
+                                    C.data(), p.ldc);
+      EXPECT_EQ(std::memcmp(C.data(), want.data(), C.size() * sizeof(BFloat16)), 0) << p.describe();
+    }
+}
+
 // A not transposed with an even depth is read in place by the AVX512-BF16 kernel, a transposed A is packed first:
 // the same product either way gives the same bits (every C element is one chain over the pairs in order), across
 // several K blocks and padded (odd) leading dimensions.
