@@ -10,6 +10,7 @@
 
 #include "core/half.h"
 #include "ops/cpu/attention_tiles.h"
+#include "ops/cpu/gemm_avx512_blocks.h"
 
 // x86-64-v4 (AVX-512 F/BW/DQ/VL, FMA) plus the bfloat16 dot product.
 #define UOE_ATTN_BF16 __attribute__((target("arch=x86-64-v4,avx512bf16")))
@@ -120,11 +121,20 @@ UOE_ATTN_BF16 UOE_ATTN_INLINE void pack_vnni(BFloat16* dst, int64_t ld, const BF
 }
 
 // Pairs of each row's consecutive elements, transposed: pair p of row r of src (elements 2p, 2p+1 of src + r·stride)
-// at dst + (p·ld + r)·2 for p < ceil(Dh/2); the element past an odd Dh and columns r in [n, ld) are zero.
-UOE_ATTN_INLINE void pack_pairs_transposed(BFloat16* dst, int ld, const BFloat16* src, int64_t stride, int n,
-                                           int64_t Dh) {
+// at dst + (p·ld + r)·2 for p < ceil(Dh/2); the element past an odd Dh and columns r in [n, ld) are zero. With an
+// even Dh and stride a pair is a 32-bit word of src: 16 rows at a time go through the 16 × 16 transpose of 32-bit
+// lanes (16 rows' loads in flight at once; the word-by-word copy it replaced stalled on each row's first load).
+UOE_ATTN_BF16 UOE_ATTN_INLINE void pack_pairs_transposed(BFloat16* dst, int ld, const BFloat16* src, int64_t stride,
+                                                         int n, int64_t Dh) {
   const int64_t Dh2 = (Dh + 1) / 2;
   if (n < ld) std::memset(dst, 0, sizeof(BFloat16) * 2 * size_t(Dh2) * size_t(ld));
+  if (Dh % 2 == 0 && stride % 2 == 0) {  // [n rows][Dh2 words] -> [Dh2][ld] words
+    for (int r = 0; r < n; r += 16)
+      detail::avx512::gather_transpose(reinterpret_cast<const float*>(src + r * stride), stride / 2,
+                                       std::min(16, n - r), Dh2, reinterpret_cast<float*>(dst) + r, ld,
+                                       detail::avx512::mask_first(ld - r));
+    return;
+  }
   for (int r = 0; r < n; ++r) {  // [n rows][Dh] -> [Dh2][ld][2]
     const BFloat16* s = src + r * stride;
     for (int64_t p = 0; p < Dh / 2; ++p) std::memcpy(dst + (p * ld + r) * 2, s + 2 * p, 2 * sizeof(BFloat16));
