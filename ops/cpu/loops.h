@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "core/tensor.h"
@@ -143,8 +144,17 @@ UOE_SIMD void unary_inner(O* o, int64_t so, const A* a, int64_t sa, int64_t n, F
   using CA = std::conditional_t<widened, compute_t<A>, A>;
   if (sa == 0) {  // one input value (a fill, a broadcast scalar): mapped once, stored n times
     const O v = O(f(CA(*a)));
-    if (so == 1) std::fill_n(o, n, v);
-    else
+    if (so == 1) {
+      if constexpr (sizeof(O) == 2) {  // bfloat16/float16 as their bits: a fill of the struct stored one at a time
+        uint16_t bits;                  // (zeros for slices' gradients: 0.8% of a tiny-uoe bf16 step)
+        std::memcpy(&bits, &v, sizeof(bits));
+        uint16_t* ob = reinterpret_cast<uint16_t*>(o);
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i) ob[i] = bits;
+      } else {
+        std::fill_n(o, n, v);
+      }
+    } else
       for (int64_t i = 0; i < n; ++i) o[i * so] = v;
     return;
   }
