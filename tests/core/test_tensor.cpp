@@ -30,6 +30,22 @@ TEST(Tensor, FactoriesShapesAndValues) {
     EXPECT_EQ(empty({3}, TensorOptions{}.with_dtype(t)).itemsize(), dtype_size(t));
 }
 
+// Half-precision fills store the element's bits in a vector loop: every element, across the threads' chunks and the
+// loop's remainder, holds the value (and a fill over a strided view touches only the view).
+TEST(Tensor, HalfPrecisionFillsEveryElement) {
+  for (DType t : {DType::BFloat16, DType::Float16}) {
+    const int64_t n = 100003;
+    EXPECT_EQ(full({n}, -1.75, TensorOptions{}.with_dtype(t)).to_vector<float>(), std::vector<float>(size_t(n), -1.75f));
+    EXPECT_EQ(zeros({n}, TensorOptions{}.with_dtype(t)).to_vector<float>(), std::vector<float>(size_t(n), 0.0f));
+    Tensor m = full({300, 301}, 2.0, TensorOptions{}.with_dtype(t));
+    m.narrow(1, 1, 299).fill_(0.5);
+    const std::vector<float> v = m.to_vector<float>();
+    for (int64_t i = 0; i < 300; ++i)
+      for (int64_t j = 0; j < 301; ++j)
+        ASSERT_EQ(v[size_t(i * 301 + j)], j == 0 || j == 300 ? 2.0f : 0.5f) << dtype_name(t) << " at " << i << "," << j;
+  }
+}
+
 TEST(Tensor, StorageIs64ByteAligned) {
   for (int64_t n : {1, 7, 100, 100000}) {
     Tensor t = empty({n});
