@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "cuda/moe_common.cuh"
+#include "cuda/storage_access.cuh"
 
 namespace uoe::cuda {
 namespace {
@@ -92,25 +93,50 @@ __global__ void route_backward_kernel(RouteSpec s, const int64_t* indices, const
 }
 
 // ---- group L2 norm ----------------------------------------------------------------------------------------
-template <typename T>
-__global__ void group_l2norm_forward_kernel(int64_t count, int64_t r, const T* h, T* norm) {
+// h stored as S (float, double, or bfloat16 computed in float), norms in T.
+template <typename S, typename T>
+__global__ void group_l2norm_forward_kernel(int64_t count, int64_t r, const S* h, T* norm) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
-    const T* v = h + i * r;
+    const S* v = h + i * r;
     double acc = 0;
-    for (int64_t j = 0; j < r; ++j) acc += double(v[j]) * double(v[j]);
+    for (int64_t j = 0; j < r; ++j) {
+      const double x = double(load_as<compute_t<S>>(v + j));
+      acc += x * x;
+    }
     norm[i] = T(sqrt(acc));
   }
 }
 
-template <typename T>
-__global__ void group_l2norm_backward_kernel(int64_t count, int64_t r, const T* h, const T* norm, const T* dnorm,
-                                             T* dh) {
+template <typename S, typename T>
+__global__ void group_l2norm_backward_kernel(int64_t count, int64_t r, const S* h, const T* norm, const T* dnorm,
+                                             S* dh) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = e / r;
     const T scale = norm[i] == T(0) ? T(0) : dnorm[i] / norm[i];
-    dh[e] = h[e] * scale;
+    store_as(dh + e, load_as<compute_t<S>>(h + e) * scale);
   }
 }
+
+template <typename S, typename T>
+void l2norm_forward(int64_t rows, int64_t groups, int64_t r, const S* h, T* norm) {
+  const int64_t count = rows * groups;
+  if (count == 0) return;
+  const LaunchContext c = launch_context("group_l2norm");
+  group_l2norm_forward_kernel<S, T><<<blocks_for(count), kThreads, 0, c.stream>>>(count, r, h, norm);
+  check_launch("group_l2norm");
+}
+
+template <typename S, typename T>
+void l2norm_backward(int64_t rows, int64_t groups, int64_t r, const S* h, const T* norm, const T* dnorm, S* dh) {
+  const int64_t count = rows * groups * r;
+  if (count == 0) return;
+  const LaunchContext c = launch_context("group_l2norm backward");
+  group_l2norm_backward_kernel<S, T><<<blocks_for(count), kThreads, 0, c.stream>>>(count, r, h, norm, dnorm, dh);
+  check_launch("group_l2norm backward");
+}
+
+const __nv_bfloat16* nv(const BFloat16* p) { return reinterpret_cast<const __nv_bfloat16*>(p); }
+__nv_bfloat16* nv(BFloat16* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
 
 }  // namespace
 
@@ -137,20 +163,21 @@ void route_backward(const RouteSpec& s, const int64_t* indices, const T* weights
 // ---- group L2 norm ----------------------------------------------------------------------------------------
 template <typename T>
 void group_l2norm_forward(int64_t rows, int64_t groups, int64_t r, const T* h, T* norm) {
-  const int64_t count = rows * groups;
-  if (count == 0) return;
-  const LaunchContext c = launch_context("group_l2norm");
-  group_l2norm_forward_kernel<T><<<blocks_for(count), kThreads, 0, c.stream>>>(count, r, h, norm);
-  check_launch("group_l2norm");
+  l2norm_forward(rows, groups, r, h, norm);
 }
 
 template <typename T>
 void group_l2norm_backward(int64_t rows, int64_t groups, int64_t r, const T* h, const T* norm, const T* dnorm, T* dh) {
-  const int64_t count = rows * groups * r;
-  if (count == 0) return;
-  const LaunchContext c = launch_context("group_l2norm backward");
-  group_l2norm_backward_kernel<T><<<blocks_for(count), kThreads, 0, c.stream>>>(count, r, h, norm, dnorm, dh);
-  check_launch("group_l2norm backward");
+  l2norm_backward(rows, groups, r, h, norm, dnorm, dh);
+}
+
+void group_l2norm_forward_bf16(int64_t rows, int64_t groups, int64_t r, const BFloat16* h, float* norm) {
+  l2norm_forward(rows, groups, r, nv(h), norm);
+}
+
+void group_l2norm_backward_bf16(int64_t rows, int64_t groups, int64_t r, const BFloat16* h, const float* norm,
+                                const float* dnorm, BFloat16* dh) {
+  l2norm_backward(rows, groups, r, nv(h), norm, dnorm, nv(dh));
 }
 
 #define UOE_CUDA_ROUTE_INSTANTIATE(T)                                                                                 \

@@ -19,7 +19,7 @@ FfnOut AoeFfn::forward(const Tensor& x) {
   const int64_t T = x.size(0), n = cfg.n_experts;
   const DType dt = x.dtype();
   const Tensor c = ops::matmul(x, gate_down.to(dt));                         // [T, n * d_low]
-  const Tensor scores = ops::group_l2norm(c.to(router_dtype(x.dtype())), n);  // [T, n]
+  const Tensor scores = ops::group_l2norm(c, n, router_dtype(x.dtype()));  // [T, n], float32 (read from bf16 as it is)
   const Routed routed = route_tokens(x, scores, cfg);
   const ops::Route& route = routed.route;
   Tensor y = run_experts(x, route.indices, route.weights.to(dt), w.to(dt), 0, cfg.expert_width,

@@ -63,8 +63,8 @@ FfnOut UoeFfn::forward(const Tensor& x) {
     source.register_hook(score_grad_hook);
   }
   const Tensor wo_r = routing.down.reshape({n * r, d});  // Ŵ_o^R [n·r, d]
-  // Routing score: L2 norm of each expert's r activations (in float32)   [T, n]
-  const Tensor s = ops::group_l2norm(source.to(router_dtype(x.dtype())), n);
+  // Routing score: L2 norm of each expert's r activations, in float32 (read from bfloat16 as it is)   [T, n]
+  const Tensor s = ops::group_l2norm(source, n, router_dtype(x.dtype()));
   const Routed routed = route_tokens(x, s, cfg);
   const ops::Route& route = routed.route;
   const Tensor weights = route.weights.to(dt);

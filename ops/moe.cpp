@@ -124,22 +124,30 @@ Route route(const char* op, const Tensor& scores, int64_t k, double p, RouteWeig
 }
 
 // ================================ group_l2norm ================================
+// A bfloat16 h with float32 norms is read as it is (the _bf16 kernels); any other pair computes on h's compute view.
+bool l2norm_reads_bf16(DType h, DType norm) { return h == DType::BFloat16 && norm == DType::Float32; }
+
 struct GroupL2NormBackward final : autograd::Node {
   int64_t groups;
   DType dtype;
   GroupL2NormBackward(int64_t g, DType d) : groups(g), dtype(d) {}
   std::string name() const override { return "group_l2norm"; }
   std::vector<Tensor> apply(const Tensor& g_in) override {
-    const Tensor h = saved(0), norm = saved(1);
+    const Tensor h = saved(0), norm = saved(1);  // h as the forward read it, norm in its compute dtype
     const OnDevice on_device(h);
     const Tensor g = prep(g_in);
-    const int64_t width = h.size(-1), rows = width ? h.numel() / width : 0;
+    const int64_t width = h.size(-1), rows = width ? h.numel() / width : 0, r = width / groups;
     Tensor dh = empty(h.shape(), like(h));
-    dispatch_float(h.dtype(), "group_l2norm", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      UOE_KERNEL(h, group_l2norm_backward<T>(rows, groups, width / groups, h.data_ptr<T>(), norm.data_ptr<T>(),
-                                             g.data_ptr<T>(), dh.data_ptr<T>()));
-    });
+    if (h.dtype() == DType::BFloat16) {
+      UOE_KERNEL(h, group_l2norm_backward_bf16(rows, groups, r, h.data_ptr<BFloat16>(), norm.data_ptr<float>(),
+                                               g.data_ptr<float>(), dh.data_ptr<BFloat16>()));
+    } else {
+      dispatch_float(h.dtype(), "group_l2norm", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        UOE_KERNEL(h, group_l2norm_backward<T>(rows, groups, r, h.data_ptr<T>(), norm.data_ptr<T>(),
+                                               g.data_ptr<T>(), dh.data_ptr<T>()));
+      });
+    }
     return {restore(dh, dtype)};
   }
 };
@@ -245,24 +253,31 @@ Route topp_route(const Tensor& scores, double p, int64_t max_k, RouteWeights mod
   return route("topp_route", scores, max_k, p, mode);
 }
 
-Tensor group_l2norm(const Tensor& h, int64_t groups) {
+Tensor group_l2norm(const Tensor& h, int64_t groups, std::optional<DType> norm_dtype) {
   check_same_device("group_l2norm", {h});
   check_floating("group_l2norm", "h", h);
+  const DType out = norm_dtype.value_or(h.dtype());
+  UOE_CHECK(is_floating(out), "[group_l2norm] norm_dtype must be a floating dtype, got ", dtype_name(out));
   const OnDevice on_device(h);
   UOE_CHECK(h.dim() >= 1, "[group_l2norm] h must be [..., groups*r], got ", shape_str(h.shape()));
   const int64_t width = h.size(-1);
   UOE_CHECK(groups >= 1 && width % groups == 0, "[group_l2norm] h is ", shape_str(h.shape()), ": its last dim ", width,
             " must split into groups = ", groups, " equal groups");
-  const Tensor hc = prep(h);  // [rows, groups*r]
+  const bool reads_bf16 = l2norm_reads_bf16(h.dtype(), out);
+  const Tensor hc = reads_bf16 ? h.detach().contiguous() : prep(h);  // [rows, groups*r]
   Shape out_shape = h.shape();
   out_shape.back() = groups;
-  Tensor norm = empty(out_shape, like(hc));
-  const int64_t rows = width ? hc.numel() / width : shape_numel(out_shape) / groups;
-  dispatch_float(hc.dtype(), "group_l2norm", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    UOE_KERNEL(hc, group_l2norm_forward<T>(rows, groups, width / groups, hc.data_ptr<T>(), norm.data_ptr<T>()));
-  });
-  Tensor y = restore(norm, h.dtype());
+  Tensor norm = empty(out_shape, reads_bf16 ? like(hc).with_dtype(DType::Float32) : like(hc));
+  const int64_t rows = width ? hc.numel() / width : shape_numel(out_shape) / groups, r = width / groups;
+  if (reads_bf16) {
+    UOE_KERNEL(hc, group_l2norm_forward_bf16(rows, groups, r, hc.data_ptr<BFloat16>(), norm.data_ptr<float>()));
+  } else {
+    dispatch_float(hc.dtype(), "group_l2norm", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      UOE_KERNEL(hc, group_l2norm_forward<T>(rows, groups, r, hc.data_ptr<T>(), norm.data_ptr<T>()));
+    });
+  }
+  Tensor y = restore(norm, out);
   if (auto node = autograd::record<GroupL2NormBackward>(y, {h}, groups, h.dtype())) node->save({hc, norm});
   return y;
 }

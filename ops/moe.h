@@ -2,6 +2,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
 
 #include "core/tensor.h"
 
@@ -27,9 +28,10 @@ Route topk_route(const Tensor& scores, int64_t k, RouteWeights mode);
 // (TopKSoftmax). scores: [T, n], 0 <= p <= 1, 1 <= max_k <= n -> [T, max_k].
 Route topp_route(const Tensor& scores, double p, int64_t max_k, RouteWeights mode);
 
-// h: [..., groups*r] -> [..., groups]: L2 norm of each contiguous group of r columns.
-// Gradient h / ||h|| (0 where the norm is 0).
-Tensor group_l2norm(const Tensor& h, int64_t groups);
+// h: [..., groups*r] -> [..., groups]: L2 norm of each contiguous group of r columns, in norm_dtype (default h's).
+// Gradient h / ||h|| (0 where the norm is 0). A bfloat16 h with float32 norms (UoE's routing scores) is read as it
+// is: the bits of group_l2norm(h.to(float32)) with no float32 copy of h, its gradient rounded once to bfloat16.
+Tensor group_l2norm(const Tensor& h, int64_t groups, std::optional<DType> norm_dtype = std::nullopt);
 
 // Switch-Transformer load balance loss n * sum_i f_i P_i (0-dim): f_i = fraction of the non-empty (token, slot)
 // pairs of indices routed to expert i (no gradient), P_i = mean over tokens of probs[:, i]. 1.0 for perfectly

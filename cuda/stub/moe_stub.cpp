@@ -21,6 +21,10 @@ template <typename T>
 void group_l2norm_backward(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*) {
   no_cuda("group_l2norm");
 }
+void group_l2norm_forward_bf16(int64_t, int64_t, int64_t, const BFloat16*, float*) { no_cuda("group_l2norm"); }
+void group_l2norm_backward_bf16(int64_t, int64_t, int64_t, const BFloat16*, const float*, const float*, BFloat16*) {
+  no_cuda("group_l2norm");
+}
 void count_routed(const int64_t*, int64_t, int64_t, int64_t*) { no_cuda("count_routed"); }
 DeviceExpertPlan plan_experts(const int64_t*, int64_t, int64_t, int64_t) { no_cuda("expert_ffn"); }
 template <typename T>

@@ -282,16 +282,55 @@ void route_backward(const RouteSpec& s, const int64_t* indices, const T* weights
 }
 
 // ---- group L2 norm ----------------------------------------------------------------------------------------
+// h stored as S, norms in T: float or double as they are, or a bfloat16 h with float norms, each group of h widened
+// into this thread's scratch (the float kernel's arithmetic on it) and dh rounded once.
+template <typename S, typename T>
+void l2norm_forward(int64_t rows, int64_t groups, int64_t r, const S* h, T* norm) {
+  for_rows(rows * groups, r, [&](int64_t i) {
+    const T* v;
+    if constexpr (std::is_same_v<S, T>) {
+      v = h + i * r;
+    } else {
+      T* widened = reinterpret_cast<T*>(thread_scratch(size_t(r) * sizeof(T)));
+      convert_bf16_to_f32_rows(h + i * r, r, 1, r, widened);
+      v = widened;
+    }
+    norm[i] = T(std::sqrt(sum_of_squares(v, r)));
+  });
+}
+
+template <typename S, typename T>
+void l2norm_backward(int64_t rows, int64_t groups, int64_t r, const S* h, const T* norm, const T* dnorm, S* dh) {
+  for_rows(rows * groups, r, [&](int64_t i) {
+    const T scale = norm[i] == T(0) ? T(0) : dnorm[i] / norm[i];
+    if constexpr (std::is_same_v<S, T>) {
+      scale_row(r, scale, h + i * r, dh + i * r);
+    } else {
+      T* row = reinterpret_cast<T*>(thread_scratch(size_t(r) * sizeof(T)));
+      convert_bf16_to_f32_rows(h + i * r, r, 1, r, row);
+      scale_row(r, scale, row, row);
+      convert_f32_to_bf16(row, dh + i * r, r);
+    }
+  });
+}
+
 template <typename T>
 void group_l2norm_forward(int64_t rows, int64_t groups, int64_t r, const T* h, T* norm) {
-  for_rows(rows * groups, r, [&](int64_t i) { norm[i] = T(std::sqrt(sum_of_squares(h + i * r, r))); });
+  l2norm_forward(rows, groups, r, h, norm);
 }
 
 template <typename T>
 void group_l2norm_backward(int64_t rows, int64_t groups, int64_t r, const T* h, const T* norm, const T* dnorm, T* dh) {
-  for_rows(rows * groups, r, [&](int64_t i) {
-    scale_row(r, norm[i] == T(0) ? T(0) : dnorm[i] / norm[i], h + i * r, dh + i * r);
-  });
+  l2norm_backward(rows, groups, r, h, norm, dnorm, dh);
+}
+
+void group_l2norm_forward_bf16(int64_t rows, int64_t groups, int64_t r, const BFloat16* h, float* norm) {
+  l2norm_forward(rows, groups, r, h, norm);
+}
+
+void group_l2norm_backward_bf16(int64_t rows, int64_t groups, int64_t r, const BFloat16* h, const float* norm,
+                                const float* dnorm, BFloat16* dh) {
+  l2norm_backward(rows, groups, r, h, norm, dnorm, dh);
 }
 
 // ---- expert counts ----------------------------------------------------------------------------------------

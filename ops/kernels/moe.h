@@ -109,6 +109,11 @@ struct DeviceExpertPlan {
   template <typename T>                                                                                             \
   void group_l2norm_backward(int64_t rows, int64_t groups, int64_t r, const T* h, const T* norm, const T* dnorm,   \
                              T* dh);                                                                                \
+  /* The same of a bfloat16 h, read as it is, with float32 norms (UoE's routing scores): the bits of the float      \
+     kernels on h widened, dh rounded once to bfloat16. */                                                          \
+  void group_l2norm_forward_bf16(int64_t rows, int64_t groups, int64_t r, const BFloat16* h, float* norm);          \
+  void group_l2norm_backward_bf16(int64_t rows, int64_t groups, int64_t r, const BFloat16* h, const float* norm,   \
+                                  const float* dnorm, BFloat16* dh);                                                \
   /* counts[i] = number of (token, slot) pairs routed to expert i (n entries; empty slots -1 not counted). The GPU  \
      takes n <= 4096 and leaves out indices outside [-1, n) without reporting them (the caller checks them where    \
      it can afford a host copy). */                                                                                 \

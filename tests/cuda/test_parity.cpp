@@ -121,6 +121,8 @@ std::vector<ParityCase> cases() {
                [](const Inputs& x) { return ops::topk_route(x[0], 2, RouteWeights::TopKSoftmax).indices; }, false, false});
   c.push_back({"topp_route", {{40, 8}}, [](const Inputs& x) { return ops::topp_route(x[0] * 3.0, 0.6, 4, RouteWeights::TopKSoftmax).weights; }});
   c.push_back({"group_l2norm", {{40, 8 * 6}}, [](const Inputs& x) { return ops::group_l2norm(x[0], 8); }});
+  c.push_back({"group_l2norm_float_norms", {{40, 8 * 6}},
+               [](const Inputs& x) { return ops::group_l2norm(x[0], 8, DType::Float32); }});
   c.push_back({"load_balance_loss", {{40, 8}}, [](const Inputs& x) {
                  return ops::load_balance_loss(ops::softmax(x[0], -1), route_indices(x[0], 40, 2, 8, true));
                }});

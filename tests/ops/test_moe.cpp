@@ -209,6 +209,32 @@ TEST(MoeRoute, HandComputed) {
   near(ops::load_balance_loss(from_vector<double>({0.75, 0.25, 0.5, 0.5}, {2, 2}), idx({0, 0}, {2, 1})), {1.25});
 }
 
+// A bfloat16 h with float32 norms is read as it is: the norms and the gradient (rounded once to bfloat16) are the bits
+// of the composed group_l2norm(h.to(float32)), for groups of 1, odd and wide (over one 256-element block) widths,
+// with a zero group (gradient 0 there).
+TEST(GroupL2Norm, BFloat16WithFloatNormsIsTheComposedMath) {
+  Generator gen(40);
+  for (int64_t r : {1, 7, 64, 300}) {
+    const int64_t rows = 37, groups = 3;
+    const Tensor h = randn({rows, groups * r}, {}, &gen).to(DType::BFloat16);
+    h.narrow(1, r, r).narrow(0, 5, 1).fill_(0.0);  // row 5's middle group: norm 0
+    const Tensor dnorm = randn({rows, groups}, {}, &gen);
+    const Tensor fused_in = h.detach().requires_grad_(), composed_in = h.detach().requires_grad_();
+    const Tensor fused = ops::group_l2norm(fused_in, groups, DType::Float32);
+    const Tensor composed = ops::group_l2norm(composed_in.to(DType::Float32), groups);
+    ASSERT_EQ(fused.dtype(), DType::Float32);
+    EXPECT_EQ(fused.to_vector<float>(), composed.to_vector<float>()) << "r=" << r;
+    ops::sum(fused * dnorm).backward();
+    ops::sum(composed * dnorm).backward();
+    ASSERT_EQ(fused_in.grad().dtype(), DType::BFloat16);
+    const std::vector<float> gf = fused_in.grad().to_vector<float>(), gc = composed_in.grad().to_vector<float>();
+    EXPECT_EQ(gf, gc) << "r=" << r;
+    EXPECT_EQ(gf[size_t(5 * groups * r + r)], 0.0f);
+  }
+  expect_error([] { ops::group_l2norm(zeros({2, 4}), 2, DType::Int64); },
+               {"[group_l2norm] norm_dtype must be a floating dtype", "int64"});
+}
+
 TEST(MoeLoadBalance, ExactlyOneWhenUniform) {
   for (int64_t n : {4, 8}) {
     const int64_t T = 16, K = 2;
