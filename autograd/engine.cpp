@@ -77,6 +77,17 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       Tensor r = hook(grad);
       if (r.defined()) grad = r;
     }
+    if (Node* child = node->next.size() == 1 ? node->next[0].get() : nullptr; child && !anomaly_enabled()) {
+      // A gradient that adds into its input's running sum in place (a slice's: only the sliced region, no zeros
+      // around it), when that sum is the engine's alone
+      auto it = buffer.find(child);
+      if (it != buffer.end() && it->second.is_contiguous() && it->second.sole_owner() &&
+          node->add_into(it->second, grad)) {
+        if (!retain_graph) node->release_saved();
+        if (--deps[child] == 0) ready.push(child);
+        continue;
+      }
+    }
     std::vector<Tensor> in_grads = node->apply(grad);
     if (!retain_graph) node->release_saved();
     if (auto* leaf = dynamic_cast<AccumulateGrad*>(node)) {

@@ -28,6 +28,13 @@ class Node : public std::enable_shared_from_this<Node> {
   // grad: d loss / d output, shaped like the output. Returns d loss / d input for every
   // input, in order; an undefined Tensor means "no gradient".
   virtual std::vector<Tensor> apply(const Tensor& grad) = 0;
+  // For a node of one input: adds what apply(grad) would return into `sum`, that input's running gradient sum
+  // (defined, contiguous, its shape, and the engine's alone), in place and without a full-size temporary, and returns
+  // true; false (the default) if it cannot, and the engine calls apply.
+  virtual bool add_into(Tensor& sum, const Tensor& grad) {
+    (void)sum, (void)grad;
+    return false;
+  }
 
   void save(std::initializer_list<Tensor> tensors);
   // The i-th saved tensor; raises if it was modified in place since it was saved.

@@ -84,6 +84,9 @@ class Tensor {
   const std::shared_ptr<Storage>& storage() const { return impl().storage; }
   TensorImpl* unsafe_impl() const { return impl_.get(); }
   bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
+  // True when this handle is the only one to its tensor and no other tensor views its storage: writing into it in
+  // place can change nothing anyone else sees.
+  bool sole_owner() const { return impl_.use_count() == 1 && storage().use_count() == 1; }
 
   // Pointer to element [0,...,0]; T must match the dtype.
   template <typename T> T* data_ptr() const {

@@ -45,6 +45,13 @@ struct SliceBackward final : autograd::Node {
     out.slice(dim, start, end, step).copy_(g);
     return {out};
   }
+  // Only the sliced region of the input's gradient sum changes (UoE's routing slices of the expert weights: a full
+  // zero tensor and a full add per weight before).
+  bool add_into(Tensor& sum, const Tensor& g) override {
+    if (sum.dtype() != g.dtype()) return false;
+    sum.slice(dim, start, end, step).add_(g);
+    return true;
+  }
 };
 
 Tensor view_of(const Tensor& t, Shape shape, Shape strides, int64_t offset) {

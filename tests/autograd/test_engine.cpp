@@ -70,6 +70,36 @@ TEST(AutogradEngine, HooksSeeAndReplaceGradients) {
   EXPECT_EQ(b.grad().item<double>(), 2.0);
 }
 
+// A slice's gradient adds only its region into the running sum of its input's gradient when the engine alone holds
+// that sum (UoE's routing slices of the expert weights); whichever of the two paths arrives first, in float64 and
+// bfloat16, the gradient is the sum of both; a sum that a hook kept is left as the hook saw it.
+TEST(AutogradEngine, SliceGradientsAddIntoTheRunningSum) {
+  for (DType dt : {DType::Float64, DType::BFloat16}) {
+    for (bool slice_first : {true, false}) {
+      Tensor a = leaf({1, 2, 3, 4, 5, 6, 7, 8}, {2, 4});
+      Tensor x = a.to(dt);  // one node whose input gradient both paths sum into
+      Tensor part, whole;
+      if (slice_first) part = x.narrow(1, 1, 2), whole = x * 3.0;  // the slice's gradient arrives last: in place
+      else whole = x * 3.0, part = x.narrow(1, 1, 2);              // the slice's arrives first: zeros around it
+      ops::sum(ops::sum(part * part) + ops::sum(whole)).backward();
+      // 3 everywhere, + 2x on columns 1 and 2
+      EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{3, 7, 9, 3, 3, 15, 17, 3})) << dtype_name(dt);
+    }
+  }
+  // x's running sum is a view of the gradient a hook kept (reshape passes it on): the slice must not write into it
+  Tensor a = leaf({1, 2, 3, 4}, {4});
+  Tensor x = a * 1.0;
+  Tensor part = x.narrow(0, 0, 2), whole = x.reshape({2, 2});
+  Tensor kept;
+  whole.register_hook([&](const Tensor& g) {
+    kept = g;
+    return Tensor();
+  });
+  ops::sum(ops::sum(part) + ops::sum(whole * 3.0)).backward();
+  EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{4, 4, 3, 3}));
+  EXPECT_EQ(kept.to_vector<double>(), (std::vector<double>{3, 3, 3, 3}));
+}
+
 TEST(AutogradEngine, NoGradAndDetachRecordNothing) {
   Tensor a = leaf({1.0}, {1});
   {
