@@ -54,7 +54,8 @@ uoe_train() {
       env "${pin[@]}" OMP_NUM_THREADS=$threads "$build/uoe" train --config "$preset" --data "$data" --out "$work/run" \
         --steps 20 --batch 16 --seq 256 --threads "$threads" --dtype "${run%%-*}" --eval-every 0 --no-save --quiet \
         --overwrite >/dev/null
-      echo "uoe $preset-$run $(steady_tokens_per_s "$work/run/metrics.jsonl") tokens/s"
+      echo "uoe $preset-$run $(steady_tokens_per_s "$work/run/metrics.jsonl") tokens/s (all 20 steps:" \
+        "$(tail -1 "$work/run/metrics.jsonl" | grep -o '"tokens_per_s":[0-9]*' | cut -d: -f2))"
     done
   done
 }
@@ -77,8 +78,8 @@ best, unit, note = {}, {}, {}
 for line in open(sys.argv[1]):
     who, what, value, u, *rest = line.split()
     key = (who, what)
-    best[key] = max(best.get(key, 0.0), float(value))
-    unit[key], note[key] = u, " ".join(rest)
+    if float(value) >= best.get(key, 0.0):  # the best run's figure, with that run's note
+        best[key], unit[key], note[key] = float(value), u, " ".join(rest)
 for (who, what), v in sorted(best.items(), key=lambda kv: (kv[0][1], kv[0][0])):
     print(f"{what:28} {who:22} {v:10.1f} {unit[(who, what)]} {note[(who, what)]}".rstrip())
 for preset in ("tiny-uoe", "tiny-moe", "tiny-dense"):
