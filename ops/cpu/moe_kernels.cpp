@@ -44,16 +44,6 @@ std::byte* thread_scratch(size_t bytes) {
   return static_cast<std::byte*>(scratch.get(bytes));
 }
 
-// Σ v[j]² in float64, in vector lanes (one sequential chain of float64 adds ran at the add's latency: 0.9% of a
-// tiny-uoe bf16 step).                                                                                   v: [n]
-template <typename T>
-UOE_SIMD double sum_of_squares(const T* v, int64_t n) {
-  double acc = 0;
-#pragma omp simd reduction(+ : acc)
-  for (int64_t j = 0; j < n; ++j) acc += double(v[j]) * double(v[j]);
-  return acc;
-}
-
 // y = a x                                                                                       x, y: [n]
 template <typename T>
 UOE_SIMD void scale_row(int64_t n, T a, const T* x, T* y) {

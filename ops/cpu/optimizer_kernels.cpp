@@ -77,24 +77,11 @@ void sgd(P* p, const P* g, float* v, int64_t n, float lr, float momentum, float 
   });
 }
 
-// Σ g[i]² over one chunk in float64, in vector lanes (one sequential chain of float64 adds ran at its latency: the
-// gradient norm took 1.5% of a tiny-moe bf16 step).
-template <class P>
-UOE_SIMD double chunk_squares(const P* g, int64_t n) {
-  double acc = 0;
-#pragma omp simd reduction(+ : acc)
-  for (int64_t i = 0; i < n; ++i) {
-    const double x = load(g[i]);
-    acc += x * x;
-  }
-  return acc;
-}
-
 template <class P>
 double sum_squares(const P* g, int64_t n) {
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<double> part(static_cast<size_t>(chunks));
-  for_chunks(n, [&](int64_t b, int64_t len) { part[size_t(b / kChunk)] = chunk_squares(g + b, len); });
+  for_chunks(n, [&](int64_t b, int64_t len) { part[size_t(b / kChunk)] = sum_of_squares(g + b, len); });
   double total = 0;
   for (double v : part) total += v;
   return total;
