@@ -6,13 +6,13 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
-#include <memory>
 #include <vector>
 
 #include "core/slow_paths.h"
 #include "ops/cpu/attention_tasks.h"
 #include "ops/cpu/attention_tiles.h"
 #include "ops/cpu/gemm_isa.h"
+#include "ops/cpu/scratch.h"
 #include "ops/kernels/attention.h"
 #if UOE_ATTN_X86
 #include "ops/cpu/attention_bf16_tiles.h"
@@ -38,8 +38,18 @@ bool use_dpbf16() {
 // The float32 route: contiguous float32 copies around the float kernels, counted as a slow path.
 AttnStrides contiguous_strides(int64_t heads, int64_t T, int64_t Dh) { return {heads * T * Dh, T * Dh, Dh}; }
 
-// A contiguous float32 [B, heads, T, Dh] copy, left uninitialised (every element is written).
-using F32Copy = std::unique_ptr<float[]>;
+// The float32 arrays of one call of the route, carved out of this thread's workspace, which is kept between calls
+// (fresh arrays of several MB each call cost page faults every time: about 1% of a tiny-dense step).
+struct RouteArrays {
+  detail::Carve ws;
+  // Room for nq_arrays arrays of nq elements and nkv_arrays of nkv.
+  RouteArrays(int64_t nq_arrays, int64_t nq, int64_t nkv_arrays, int64_t nkv) {
+    thread_local detail::Scratch scratch;
+    ws.p = static_cast<std::byte*>(scratch.get(size_t(nq_arrays) * detail::Carve::bytes<float>(nq) +
+                                               size_t(nkv_arrays) * detail::Carve::bytes<float>(nkv)));
+  }
+  float* take(int64_t n) { return ws.take<float>(n); }
+};
 
 // Calls f(r, t, b, h) for every row r = (b·heads + h)·T + t, the rows shared among the threads.
 template <typename F>
@@ -48,19 +58,18 @@ void for_each_row(int64_t B, int64_t heads, int64_t T, F f) {
   for (int64_t r = 0; r < B * heads * T; ++r) f(r, r % T, r / T / heads, r / T % heads);
 }
 
-// x [B, heads, T, Dh] (strides s) as a contiguous float32 [B, heads, T, Dh].
-F32Copy to_f32(const BFloat16* x, AttnStrides s, int64_t B, int64_t heads, int64_t T, int64_t Dh) {
-  F32Copy y(new float[size_t(B * heads * T * Dh)]);
+// y (contiguous float32 [B, heads, T, Dh]) = x [B, heads, T, Dh] (strides s) widened; returns y.
+float* to_f32(const BFloat16* x, AttnStrides s, int64_t B, int64_t heads, int64_t T, int64_t Dh, float* y) {
   for_each_row(B, heads, T, [&](int64_t r, int64_t t, int64_t b, int64_t h) {
-    convert_bf16_to_f32(x + b * s.batch + h * s.head + t * s.time, y.get() + r * Dh, Dh);
+    convert_bf16_to_f32(x + b * s.batch + h * s.head + t * s.time, y + r * Dh, Dh);
   });
   return y;
 }
 
 // The inverse of to_f32: y (strides s) = x rounded to bfloat16.
-void from_f32(const F32Copy& x, BFloat16* y, AttnStrides s, int64_t B, int64_t heads, int64_t T, int64_t Dh) {
+void from_f32(const float* x, BFloat16* y, AttnStrides s, int64_t B, int64_t heads, int64_t T, int64_t Dh) {
   for_each_row(B, heads, T, [&](int64_t r, int64_t t, int64_t b, int64_t h) {
-    convert_f32_to_bf16(x.get() + r * Dh, y + b * s.batch + h * s.head + t * s.time, Dh);
+    convert_f32_to_bf16(x + r * Dh, y + b * s.batch + h * s.head + t * s.time, Dh);
   });
 }
 
@@ -271,9 +280,13 @@ void forward_f32_route(const AttnShape& s, const BFloat16* q, AttnStrides qs, co
                        const BFloat16* v, AttnStrides vs, BFloat16* out, AttnStrides os, float* lse) {
   count_f32_route();
   const AttnStrides qc = contiguous_strides(s.H, s.T, s.Dh), kc = contiguous_strides(s.Hkv, s.T, s.Dh);
-  const F32Copy q32 = to_f32(q, qs, s.B, s.H, s.T, s.Dh), k32 = to_f32(k, ks, s.B, s.Hkv, s.T, s.Dh),
-                v32 = to_f32(v, vs, s.B, s.Hkv, s.T, s.Dh), out32(new float[size_t(s.B * s.H * s.T * s.Dh)]);
-  attention_forward<float>(s, q32.get(), qc, k32.get(), kc, v32.get(), kc, out32.get(), qc, lse);
+  const int64_t nq = s.B * s.H * s.T * s.Dh, nkv = s.B * s.Hkv * s.T * s.Dh;
+  RouteArrays a(2, nq, 2, nkv);
+  const float* q32 = to_f32(q, qs, s.B, s.H, s.T, s.Dh, a.take(nq));
+  const float* k32 = to_f32(k, ks, s.B, s.Hkv, s.T, s.Dh, a.take(nkv));
+  const float* v32 = to_f32(v, vs, s.B, s.Hkv, s.T, s.Dh, a.take(nkv));
+  float* out32 = a.take(nq);
+  attention_forward<float>(s, q32, qc, k32, kc, v32, kc, out32, qc, lse);
   from_f32(out32, out, os, s.B, s.H, s.T, s.Dh);
 }
 
@@ -283,12 +296,15 @@ void backward_f32_route(const AttnShape& s, const BFloat16* q, AttnStrides qs, c
                         AttnStrides dks, BFloat16* dv, AttnStrides dvs) {
   count_f32_route();
   const AttnStrides qc = contiguous_strides(s.H, s.T, s.Dh), kc = contiguous_strides(s.Hkv, s.T, s.Dh);
-  const F32Copy q32 = to_f32(q, qs, s.B, s.H, s.T, s.Dh), k32 = to_f32(k, ks, s.B, s.Hkv, s.T, s.Dh),
-                v32 = to_f32(v, vs, s.B, s.Hkv, s.T, s.Dh), out32 = to_f32(out, os, s.B, s.H, s.T, s.Dh),
-                dout32 = to_f32(dout, dos, s.B, s.H, s.T, s.Dh), dq32(new float[size_t(s.B * s.H * s.T * s.Dh)]),
-                dk32(new float[size_t(s.B * s.Hkv * s.T * s.Dh)]), dv32(new float[size_t(s.B * s.Hkv * s.T * s.Dh)]);
-  attention_backward<float>(s, q32.get(), qc, k32.get(), kc, v32.get(), kc, out32.get(), qc, lse, dout32.get(), qc,
-                            dq32.get(), qc, dk32.get(), kc, dv32.get(), kc);
+  const int64_t nq = s.B * s.H * s.T * s.Dh, nkv = s.B * s.Hkv * s.T * s.Dh;
+  RouteArrays a(4, nq, 4, nkv);
+  const float* q32 = to_f32(q, qs, s.B, s.H, s.T, s.Dh, a.take(nq));
+  const float* k32 = to_f32(k, ks, s.B, s.Hkv, s.T, s.Dh, a.take(nkv));
+  const float* v32 = to_f32(v, vs, s.B, s.Hkv, s.T, s.Dh, a.take(nkv));
+  const float* out32 = to_f32(out, os, s.B, s.H, s.T, s.Dh, a.take(nq));
+  const float* dout32 = to_f32(dout, dos, s.B, s.H, s.T, s.Dh, a.take(nq));
+  float *dq32 = a.take(nq), *dk32 = a.take(nkv), *dv32 = a.take(nkv);
+  attention_backward<float>(s, q32, qc, k32, kc, v32, kc, out32, qc, lse, dout32, qc, dq32, qc, dk32, kc, dv32, kc);
   from_f32(dq32, dq, dqs, s.B, s.H, s.T, s.Dh);
   from_f32(dk32, dk, dks, s.B, s.Hkv, s.T, s.Dh);
   from_f32(dv32, dv, dvs, s.B, s.Hkv, s.T, s.Dh);

@@ -305,13 +305,14 @@ void gemm_packed(const GemmKernels<TP, TC, TS>& ks, bool ta, bool tb, int64_t M,
             for (int64_t ir = 0; ir < mc; ir += MR) {
               const int mr = int(std::min(MR, mc - ir));
               const TS* a_in_place = A + (i0 + ir) * lda + pc;
-              if constexpr (std::is_same_v<TP, TS>) {
-                if (to_out) {
-                  ks.micro_bf16_out(kp, in_place ? a_in_place : Ap + ir * kp, in_place ? lda : 0, bp,
-                                    pb > 0 ? cp + ir * ldc : nullptr, ldc, out + (i0 + ir) * ldo + jc + p * NR, ldo,
-                                    mr, nr, alpha);
-                  continue;
-                }
+              if (to_out) {
+                const TP* a_tile = Ap + ir * kp;  // A as micro_bf16_out reads it: packed (lda 0) or in place
+                int64_t a_ld = 0;
+                if constexpr (std::is_same_v<TP, TS>)
+                  if (in_place) a_tile = a_in_place, a_ld = lda;
+                ks.micro_bf16_out(kp, a_tile, a_ld, bp, pb > 0 ? cp + ir * ldc : nullptr, ldc,
+                                  out + (i0 + ir) * ldo + jc + p * NR, ldo, mr, nr, alpha);
+                continue;
               }
               if (in_place)
                 ks.micro_unpacked_a(kc, a_in_place, lda, bp, cp + ir * ldc, ldc, mr, nr, alpha, beta_eff);
@@ -385,16 +386,25 @@ void gemm_packed_bf16(const GemmKernels<BFloat16, float>& ks, bool ta, bool tb, 
   gemm_packed(ks, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, done);
 }
 
-void gemm_packed_bf16_out(const GemmKernels<BFloat16, float>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+template <typename TP>
+void gemm_packed_bf16_out(const GemmKernels<TP, float, BFloat16>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                           float alpha, const BFloat16* A, int64_t lda, const BFloat16* B, int64_t ldb, float* partial,
                           int64_t ldp, BFloat16* C, int64_t ldc) {
   gemm_packed(ks, ta, tb, M, N, K, alpha, A, lda, B, ldb, 0.0f, partial, ldp, nullptr, C, ldc);
 }
+template void gemm_packed_bf16_out(const GemmKernels<BFloat16, float, BFloat16>&, bool, bool, int64_t, int64_t,
+                                   int64_t, float, const BFloat16*, int64_t, const BFloat16*, int64_t, float*, int64_t,
+                                   BFloat16*, int64_t);
+template void gemm_packed_bf16_out(const GemmKernels<float, float, BFloat16>&, bool, bool, int64_t, int64_t, int64_t,
+                                   float, const BFloat16*, int64_t, const BFloat16*, int64_t, float*, int64_t,
+                                   BFloat16*, int64_t);
 
 void gemm_packed_widened_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A,
                               int64_t lda, const BFloat16* B, int64_t ldb, float beta, float* C, int64_t ldc,
                               const TileDone& done) {
   const GemmKernels<float>& f = kernels_f32();
+  if (&f == &gemm_kernels_avx512_f32())
+    return gemm_packed(gemm_kernels_avx512_widened(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, done);
   const GemmKernels<float, float, BFloat16> widened{
       f.mr, f.nr, f.kc, f.mc, f.b_elems, f.micro, &pack_a_widened, &pack_b_widened, f.k_granule};
   gemm_packed(widened, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, done);

@@ -5,6 +5,9 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <type_traits>
+
+#include "core/half.h"
 
 #define UOE_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma,prfchw")))
 
@@ -12,6 +15,15 @@ namespace uoe::cpu::detail::avx512 {
 
 UOE_AVX512 inline __mmask16 mask_first(int64_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1u);
+}
+
+// Calls f(std::integral_constant<int, mr>{}) for 1 <= mr <= R: the tile height as a compile-time constant.
+template <int R, typename F>
+void with_rows(int mr, F&& f) {
+  if constexpr (R > 0) {
+    if (mr == R) f(std::integral_constant<int, R>{});
+    else with_rows<R - 1>(mr, f);
+  }
 }
 
 // Zeroes the two accumulator vectors of each of the R rows of a C tile.
@@ -44,6 +56,16 @@ UOE_AVX512 inline void store_row(float* c, __m512 acc0, __m512 acc1, __mmask16 m
 // trips GCC 12's -Wmaybe-uninitialized.
 constexpr __mmask16 kAll = 0xFFFF;
 
+// The 16 floats of x as bfloat16, rounded as float_to_bf16_bits rounds (to nearest even; NaN kept, made quiet).
+UOE_AVX512 inline __m256i round_to_bf16(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x), one = _mm512_set1_epi32(1), high = _mm512_maskz_srli_epi32(kAll, u, 16);
+  const __m512i bias = _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(high, one));
+  const __m512i rounded = _mm512_maskz_srli_epi32(kAll, _mm512_add_epi32(u, bias), 16);
+  const __m512i quiet_nan = _mm512_or_si512(high, _mm512_set1_epi32(0x40));
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  return _mm512_maskz_cvtepi32_epi16(kAll, _mm512_mask_blend_epi32(nan, rounded, quiet_nan));
+}
+
 // In-register transpose of a 16x16 block: on return r[c] holds column c of the input rows.
 UOE_AVX512 inline void transpose16(__m512 r[16]) {
   __m512 t[16], u[16];
@@ -74,16 +96,24 @@ UOE_AVX512 inline void transpose16(__m512 r[16]) {
   for (int i = 0; i < 16; ++i) r[i] = u[i];
 }
 
+// 16 lanes (those in m, the rest zero) of a source row as float: float as it is, bfloat16 widened.
+UOE_AVX512 inline __m512 load_lanes(const float* s, __mmask16 m) { return _mm512_maskz_loadu_ps(m, s); }
+UOE_AVX512 inline __m512 load_lanes(const BFloat16* s, __mmask16 m) {
+  const __m512i wide = _mm512_maskz_cvtepu16_epi32(kAll, _mm256_maskz_loadu_epi16(m, s));
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll, wide, 16));
+}
+
 // dst[k*dst_stride + j] = src[j*lds + k] for j < rows (<= 16), k < kc, lanes rows..15 zero;
-// only the lanes in store_mask are written.
-UOE_AVX512 inline void gather_transpose(const float* src, int64_t lds, int rows, int64_t kc, float* dst,
-                                 int64_t dst_stride, __mmask16 store_mask) {
+// only the lanes in store_mask are written. A bfloat16 source is widened as it is read.
+template <typename TS>
+UOE_AVX512 inline void gather_transpose(const TS* src, int64_t lds, int rows, int64_t kc, float* dst,
+                                        int64_t dst_stride, __mmask16 store_mask) {
   int64_t k = 0;
   __m512 r[16];
   for (; k + 16 <= kc; k += 16) {
 #pragma GCC unroll 16
     for (int j = 0; j < 16; ++j)
-      r[j] = j < rows ? _mm512_loadu_ps(src + j * lds + k) : _mm512_setzero_ps();
+      r[j] = j < rows ? load_lanes(src + j * lds + k, kAll) : _mm512_setzero_ps();
     transpose16(r);
 #pragma GCC unroll 16
     for (int kk = 0; kk < 16; ++kk) _mm512_mask_storeu_ps(dst + (k + kk) * dst_stride, store_mask, r[kk]);
@@ -93,7 +123,7 @@ UOE_AVX512 inline void gather_transpose(const float* src, int64_t lds, int rows,
     const __mmask16 lm = mask_first(rem);
 #pragma GCC unroll 16
     for (int j = 0; j < 16; ++j)
-      r[j] = j < rows ? _mm512_maskz_loadu_ps(lm, src + j * lds + k) : _mm512_setzero_ps();
+      r[j] = j < rows ? load_lanes(src + j * lds + k, lm) : _mm512_setzero_ps();
     transpose16(r);
     for (int64_t kk = 0; kk < rem; ++kk)
       _mm512_mask_storeu_ps(dst + (k + kk) * dst_stride, store_mask, r[kk]);

@@ -86,21 +86,22 @@ float* result_scratch(size_t n) {
   return static_cast<float*>(scratch.get(n * sizeof(float)));
 }
 
-// The kernels of the active path when they round C from their registers (GemmKernels::micro_bf16_out), else null
-// (AMX's tiles leave through memory in any case).
-const GemmKernels<BFloat16, float>* kernels_rounding_out() {
-  return gemm_bf16_active_isa() == Bf16Isa::Avx512Bf16 ? &gemm_kernels_avx512_bf16() : nullptr;
-}
-
-// Rows [0, M): where the kernels can, the last K block rounds each tile into C from the registers (the K blocks
-// before it sum into a float32 scratch [M, N]); else the float32 result goes to that scratch and each finished
-// block of it is rounded into C (C = round(result + beta C)) by the thread that computed it, while in its cache.
+// Rows [0, M): where the kernels can (GemmKernels::micro_bf16_out: the AVX512-BF16 kernels, and the AVX-512 float
+// kernels on the f32 path), the last K block rounds each tile into C from the registers (the K blocks before it sum
+// into a float32 scratch [M, N]); else the float32 result goes to that scratch and each finished block of it is
+// rounded into C (C = round(result + beta C)) by the thread that computed it, while in its cache (AMX's tiles leave
+// through memory in any case).
 void gemm_bf16_rows(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t lda,
                     const BFloat16* B, int64_t ldb, float beta, BFloat16* C, int64_t ldc) {
   float* r = result_scratch(size_t(M * N));
-  const GemmKernels<BFloat16, float>* rounding =
-      K > 0 && alpha != 0.0f && beta == 0.0f ? kernels_rounding_out() : nullptr;
-  if (rounding) return gemm_packed_bf16_out(*rounding, ta, tb, M, N, K, alpha, A, lda, B, ldb, r, N, C, ldc);
+  if (K > 0 && alpha != 0.0f && beta == 0.0f) {
+    const Bf16Isa isa = gemm_bf16_active_isa();
+    if (isa == Bf16Isa::Avx512Bf16)
+      return gemm_packed_bf16_out(gemm_kernels_avx512_bf16(), ta, tb, M, N, K, alpha, A, lda, B, ldb, r, N, C, ldc);
+    if (isa == Bf16Isa::F32 && gemm_active_isa() == GemmIsa::Avx512)
+      return gemm_packed_bf16_out(gemm_kernels_avx512_widened(), ta, tb, M, N, K, alpha, A, lda, B, ldb, r, N, C,
+                                  ldc);
+  }
   const TileDone round_block = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     for (int64_t i = i0; i < i1; ++i) {
       const float* ri = r + i * N;

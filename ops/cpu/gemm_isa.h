@@ -48,14 +48,19 @@ struct GemmKernels {
                            TC alpha, TC beta) = nullptr;
   // Optional: the last K block of a bfloat16 C, in one pass from the registers: the sums of micro (A packed), or of
   // micro_unpacked_a (A in place, when lda > 0), as out[i*ldo + j] = bfloat16(alpha * sum + partial[i*ldc + j])
-  // rounded to nearest even (partial: the float sums of the earlier K blocks, only read; nullptr: none). The
-  // rounding is the CPU's, which flushes results below FLT_MIN to zero where float_to_bf16_bits keeps them.
+  // rounded to nearest even (partial: the float sums of the earlier K blocks, only read; nullptr: none). AVX512-BF16
+  // rounds as the CPU does, which flushes results below FLT_MIN to zero where float_to_bf16_bits keeps them.
   void (*micro_bf16_out)(int64_t kp, const TP* a, int64_t lda, const TP* b, const TC* partial, int64_t ldc,
                          BFloat16* out, int64_t ldo, int mr, int nr, TC alpha) = nullptr;
 };
 
 const GemmKernels<float>& gemm_kernels_avx512_f32();
 const GemmKernels<float>& gemm_kernels_avx2_f32();
+// The AVX-512 float kernels on bfloat16 operands, for the float32 path of the bfloat16 GEMM: the packing widens
+// each element in the registers as it reads it (one pass, no staging copy), and micro_bf16_out rounds a bfloat16 C
+// from the registers (as float_to_bf16_bits rounds). The same FMA chains as the float kernels on the widened
+// operands, so the same bits.
+const GemmKernels<float, float, BFloat16>& gemm_kernels_avx512_widened();
 
 // bfloat16 GEMM code paths: VDPBF16PS (AVX512-BF16), AMX tiles (TDPBF16PS), or F32 (the float GEMM's kernels,
 // each operand panel widened to float as it is packed) on CPUs with neither. The environment variable UOE_PIN_ISA
@@ -111,7 +116,8 @@ void gemm_packed_bf16(const GemmKernels<BFloat16, float>& ks, bool ta, bool tb, 
                       float* C, int64_t ldc, const TileDone& done = nullptr);
 // C (bfloat16, ldc) = alpha op(A) op(B) with ks.micro_bf16_out: K blocks before the last sum into `partial` (float
 // [M, N], row stride ldp), which the last one reads as it rounds into C.
-void gemm_packed_bf16_out(const GemmKernels<BFloat16, float>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+template <typename TP>
+void gemm_packed_bf16_out(const GemmKernels<TP, float, BFloat16>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                           float alpha, const BFloat16* A, int64_t lda, const BFloat16* B, int64_t ldb, float* partial,
                           int64_t ldp, BFloat16* C, int64_t ldc);
 // The same product on the active float kernels (gemm_active_isa): each panel of A and B is widened to float into a

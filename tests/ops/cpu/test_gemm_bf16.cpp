@@ -18,6 +18,9 @@
 #include "ops/cpu/gemm_bf16.h"
 #include "ops/cpu/gemm_isa.h"
 #include "ops/kernels/gemm.h"
+#if defined(__x86_64__)
+#include "ops/cpu/gemm_avx512_blocks.h"
+#endif
 
 namespace {
 
@@ -310,6 +313,36 @@ TEST(GemmBf16F32Path, EqualsTheFloatGemmOfTheWidenedOperandsOnEveryFloatIsa) {
   d::gemm_force_isa(d::GemmIsa::Auto);
   d::gemm_bf16_force_isa(Bf16Isa::Auto);
 }
+
+#if defined(__x86_64__)
+UOE_AVX512 void round16_avx512(const uint32_t* in, uint16_t* out) {
+  const __m512 x = _mm512_castsi512_ps(_mm512_loadu_si512(in));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), uoe::cpu::detail::avx512::round_to_bf16(x));
+}
+
+// The AVX-512 float kernels round a bfloat16 C in their registers (the f32 path's micro_bf16_out): the bits of
+// float_to_bf16_bits for every kind of float: zeros, subnormals, ties to even either way, carries into the exponent
+// and to infinity, infinities, quiet and signalling NaNs of either sign, and random bit patterns.
+TEST(GemmBf16F32Path, RegisterRoundingIsFloatToBf16Bits) {
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw"))
+    GTEST_SKIP() << "AVX-512 not available on this CPU: the AVX-512 float kernels' rounding was not run";
+  std::vector<uint32_t> bits = {0x00000000, 0x80000000, 0x00000001, 0x807fffff, 0x00008000, 0x00018000,
+                                0x00800000, 0x3f808000, 0x3f818000, 0x3f80ffff, 0x3f807fff, 0x7f7fffff,
+                                0xff7f8000, 0x7f7f7fff, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00001,
+                                0x7f800001, 0xff80ffff, 0x7fffffff, 0x3fffffff, 0x4effffff, 0xc0000000};
+  std::mt19937 rng(77);
+  while (bits.size() % 16 != 0 || bits.size() < 4096) bits.push_back(rng());
+  for (size_t i = 0; i < bits.size(); i += 16) {
+    uint16_t got[16];
+    round16_avx512(bits.data() + i, got);
+    for (size_t j = 0; j < 16; ++j) {
+      float f;
+      std::memcpy(&f, &bits[i + j], sizeof(f));
+      EXPECT_EQ(got[j], uoe::float_to_bf16_bits(f)) << std::hex << "float bits 0x" << bits[i + j];
+    }
+  }
+}
+#endif
 
 TEST(GemmBf16Isa, AutoPicksTheBestPathThisCpuRuns) {
   namespace d = uoe::cpu::detail;
