@@ -13,3 +13,21 @@
 #else
 #define UOE_SIMD
 #endif
+
+#include <string_view>
+
+namespace uoe {
+
+// The highest x86-64 level (4: x86-64-v4, AVX-512; 3: x86-64-v3, AVX2+FMA; 1: below) that the run-time dispatchers
+// of the GEMM and attention kernels may pick: in a build pinned to x86-64-v3 or lower, that level, so that such a
+// build runs every kernel as a CPU of that level would; else 4 (no cap).
+constexpr int pinned_isa_level() {
+#if defined(UOE_PINNED_ISA)
+  constexpr std::string_view pin = UOE_PINNED_ISA;
+  if (pin.ends_with("x86-64-v3")) return 3;
+  if (pin.ends_with("x86-64-v2") || pin.ends_with("x86-64")) return 1;
+#endif
+  return 4;
+}
+
+}  // namespace uoe

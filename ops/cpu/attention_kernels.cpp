@@ -1,12 +1,14 @@
 // CPU fused attention kernels: tiled online-softmax forward/backward, OpenMP-parallel, deterministic, ISA-dispatched.
 #include "ops/kernels/attention.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <limits>
 #include <vector>
 
+#include "core/simd.h"
 #include "ops/cpu/attention_tasks.h"
 #include "ops/cpu/attention_tiles.h"
 
@@ -249,7 +251,8 @@ int cpu_isa_level() {
 #if UOE_ATTN_X86
   static const int level = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("x86-64-v4") ? 4 : __builtin_cpu_supports("x86-64-v3") ? 3 : 1;
+    const int cpu = __builtin_cpu_supports("x86-64-v4") ? 4 : __builtin_cpu_supports("x86-64-v3") ? 3 : 1;
+    return std::min(cpu, pinned_isa_level());
   }();
   return level;
 #else

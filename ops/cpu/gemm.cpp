@@ -13,6 +13,7 @@
 
 #include <sys/mman.h>
 
+#include "core/simd.h"
 #include "ops/cpu/gemm_isa.h"
 
 namespace uoe::cpu {
@@ -110,8 +111,8 @@ bool cpu_has(GemmIsa isa) {
 }
 
 GemmIsa best_isa() {
-  if (cpu_has(GemmIsa::Avx512)) return GemmIsa::Avx512;
-  if (cpu_has(GemmIsa::Avx2)) return GemmIsa::Avx2;
+  if (cpu_has(GemmIsa::Avx512) && pinned_isa_level() >= 4) return GemmIsa::Avx512;
+  if (cpu_has(GemmIsa::Avx2) && pinned_isa_level() >= 3) return GemmIsa::Avx2;
   return GemmIsa::Scalar;
 }
 

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/simd.h"
 #include "core/slow_paths.h"
 #include "ops/kernels/gemm.h"
 #include "ops/cpu/gemm_isa.h"
@@ -17,14 +18,15 @@ namespace uoe::cpu {
 namespace detail {
 namespace {
 
+// Both need AVX-512, which a build pinned below x86-64-v4 does not run (pinned_isa_level).
 bool cpu_has_avx512_bf16() {
-  return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f") &&
+  return pinned_isa_level() >= 4 && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f") &&
          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
 }
 
 bool cpu_has_amx() {
-  return __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") && __builtin_cpu_supports("avx512f") &&
+  return pinned_isa_level() >= 4 && __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") && __builtin_cpu_supports("avx512f") &&
          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
 }

@@ -5,11 +5,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iostream>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "core/simd.h"
 #include "ops/cpu/gemm_isa.h"
 #include "ops/kernels/gemm.h"
 
@@ -277,14 +279,19 @@ std::string isa_name(const ::testing::TestParamInfo<GemmIsa>& info) {
 INSTANTIATE_TEST_SUITE_P(AllIsas, GemmIsaTest,
                          ::testing::Values(GemmIsa::Scalar, GemmIsa::Avx2, GemmIsa::Avx512), isa_name);
 
+// Auto: the best path this CPU runs, below AVX-512 in a build pinned to x86-64-v3 or lower (pinned_isa_level),
+// which runs the kernels of a CPU of that level.
 TEST(GemmIsa, AutoPicksBestSupported) {
-  uoe::cpu::detail::gemm_force_isa(GemmIsa::Auto);
-  const GemmIsa active = uoe::cpu::detail::gemm_active_isa();
-  EXPECT_NE(active, GemmIsa::Auto);
-  if (uoe::cpu::detail::gemm_isa_supported(GemmIsa::Avx512)) {
-    EXPECT_EQ(active, GemmIsa::Avx512);
-  }
-  EXPECT_TRUE(uoe::cpu::detail::gemm_isa_supported(GemmIsa::Scalar));
+  namespace d = uoe::cpu::detail;
+  d::gemm_force_isa(GemmIsa::Auto);
+  const GemmIsa active = d::gemm_active_isa();
+  const int level = uoe::pinned_isa_level();
+  const GemmIsa best = d::gemm_isa_supported(GemmIsa::Avx512) && level >= 4 ? GemmIsa::Avx512
+                       : d::gemm_isa_supported(GemmIsa::Avx2) && level >= 3 ? GemmIsa::Avx2
+                                                                            : GemmIsa::Scalar;
+  std::cout << "[ float GEMM path chosen: " << isa_name({active, 0}) << ", build level cap " << level << " ]\n";
+  EXPECT_EQ(active, best);
+  EXPECT_TRUE(d::gemm_isa_supported(GemmIsa::Scalar));
 }
 
 // ---------------------------------------------------------------------------------------------
