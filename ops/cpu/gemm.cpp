@@ -43,8 +43,8 @@ void micro_portable(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, int m
   }
 }
 
-template <typename T, int MR>
-void pack_a_portable(bool trans, const T* A, int64_t lda, int64_t mc, int64_t kc, T* dst) {
+template <typename T, int MR, typename TS = T>
+void pack_a_portable(bool trans, const TS* A, int64_t lda, int64_t mc, int64_t kc, T* dst) {
   for (int64_t i0 = 0; i0 < mc; i0 += MR) {
     const int rows = int(std::min<int64_t>(MR, mc - i0));
     T* d = dst + i0 * kc;
@@ -52,30 +52,30 @@ void pack_a_portable(bool trans, const T* A, int64_t lda, int64_t mc, int64_t kc
       if (i >= rows) {
         for (int64_t k = 0; k < kc; ++k) d[k * MR + i] = T(0);
       } else if (trans) {
-        for (int64_t k = 0; k < kc; ++k) d[k * MR + i] = A[k * lda + i0 + i];
+        for (int64_t k = 0; k < kc; ++k) d[k * MR + i] = T(A[k * lda + i0 + i]);
       } else {
-        const T* s = A + (i0 + i) * lda;
-        for (int64_t k = 0; k < kc; ++k) d[k * MR + i] = s[k];
+        const TS* s = A + (i0 + i) * lda;
+        for (int64_t k = 0; k < kc; ++k) d[k * MR + i] = T(s[k]);
       }
     }
   }
 }
 
-template <typename T, int NR>
-void pack_b_portable(bool trans, const T* B, int64_t ldb, int64_t kc, int64_t nc, T* dst) {
+template <typename T, int NR, typename TS = T>
+void pack_b_portable(bool trans, const TS* B, int64_t ldb, int64_t kc, int64_t nc, T* dst) {
   for (int64_t j0 = 0; j0 < nc; j0 += NR) {
     const int cols = int(std::min<int64_t>(NR, nc - j0));
     T* d = dst + j0 * kc;
     if (!trans) {
       for (int64_t k = 0; k < kc; ++k)
-        for (int j = 0; j < NR; ++j) d[k * NR + j] = j < cols ? B[k * ldb + j0 + j] : T(0);
+        for (int j = 0; j < NR; ++j) d[k * NR + j] = j < cols ? T(B[k * ldb + j0 + j]) : T(0);
     } else {
       for (int j = 0; j < NR; ++j) {
         if (j >= cols) {
           for (int64_t k = 0; k < kc; ++k) d[k * NR + j] = T(0);
         } else {
-          const T* s = B + (j0 + j) * ldb;
-          for (int64_t k = 0; k < kc; ++k) d[k * NR + j] = s[k];
+          const TS* s = B + (j0 + j) * ldb;
+          for (int64_t k = 0; k < kc; ++k) d[k * NR + j] = T(s[k]);
         }
       }
     }
@@ -85,6 +85,14 @@ void pack_b_portable(bool trans, const T* B, int64_t ldb, int64_t kc, int64_t nc
 const GemmKernels<float>& kernels_portable_f32() {
   static const GemmKernels<float> k{4, 8, 256, 128, 1 << 20, &micro_portable<float, 4, 8>,
                                     &pack_a_portable<float, 4>, &pack_b_portable<float, 8>};
+  return k;
+}
+
+// The same on bfloat16 operands, widened as the packing reads them (the float32 path of the bfloat16 GEMM).
+const GemmKernels<float, float, BFloat16>& kernels_portable_widened() {
+  static const GemmKernels<float, float, BFloat16> k{4, 8, 256, 128, 1 << 20, &micro_portable<float, 4, 8>,
+                                                     &pack_a_portable<float, 4, BFloat16>,
+                                                     &pack_b_portable<float, 8, BFloat16>};
   return k;
 }
 
@@ -336,38 +344,6 @@ void gemm_packed(const GemmKernels<TP, TC, TS>& ks, bool ta, bool tb, int64_t M,
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// bfloat16 operands on the float kernels (CPUs without bf16 matrix units): each panel is widened
-// into a per-thread staging block, then packed by the active float kernels' own packing.
-// ---------------------------------------------------------------------------------------------
-// src[rows, cols] (row stride ld) as contiguous float32 [rows, cols], in this thread's staging block.
-const float* widen(const BFloat16* src, int64_t ld, int64_t rows, int64_t cols) {
-  thread_local Scratch staging;
-  float* dst = static_cast<float*>(staging.get(size_t(rows * cols) * sizeof(float)));
-  convert_bf16_to_f32_rows(src, ld, rows, cols, dst);
-  return dst;
-}
-
-// op(A)[0:mc, 0:kc]. Stored [M, K]: one MR-row panel at a time (float panels are kc deep: panel i0 / MR at
-// dst + i0 * kc). Stored [K, M]: the whole block at once, as a panel's rows would be MR elements short.
-void pack_a_widened(bool trans, const BFloat16* A, int64_t lda, int64_t mc, int64_t kc, float* dst) {
-  const GemmKernels<float>& f = kernels_f32();
-  if (trans) return f.pack_a(true, widen(A, lda, kc, mc), mc, mc, kc, dst);
-  for (int64_t i0 = 0; i0 < mc; i0 += f.mr) {
-    const int64_t rows = std::min<int64_t>(f.mr, mc - i0);
-    f.pack_a(false, widen(A + i0 * lda, lda, rows, kc), kc, rows, kc, dst + i0 * kc);
-  }
-}
-
-// op(B)[0:kc, 0:nc] of one NR-column panel (the driver packs B a panel at a time). A whole panel of B stored
-// [K, N] is its rows as they are, widened: a float panel holds (k, j) at [k*NR + j].
-void pack_b_widened(bool trans, const BFloat16* B, int64_t ldb, int64_t kc, int64_t nc, float* dst) {
-  const GemmKernels<float>& f = kernels_f32();
-  if (trans) return f.pack_b(true, widen(B, ldb, nc, kc), kc, kc, nc, dst);  // stored [N, K]
-  if (nc == f.nr) return convert_bf16_to_f32_rows(B, ldb, kc, nc, dst);
-  f.pack_b(false, widen(B, ldb, kc, nc), nc, kc, nc, dst);
-}
-
 template <typename T>
 const GemmKernels<T>& kernels_for();
 template <>
@@ -403,12 +379,15 @@ template void gemm_packed_bf16_out(const GemmKernels<float, float, BFloat16>&, b
 void gemm_packed_widened_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A,
                               int64_t lda, const BFloat16* B, int64_t ldb, float beta, float* C, int64_t ldc,
                               const TileDone& done) {
-  const GemmKernels<float>& f = kernels_f32();
-  if (&f == &gemm_kernels_avx512_f32())
-    return gemm_packed(gemm_kernels_avx512_widened(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, done);
-  const GemmKernels<float, float, BFloat16> widened{
-      f.mr, f.nr, f.kc, f.mc, f.b_elems, f.micro, &pack_a_widened, &pack_b_widened, f.k_granule};
-  gemm_packed(widened, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, done);
+  gemm_packed(gemm_kernels_widened(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, done);
+}
+
+const GemmKernels<float, float, BFloat16>& gemm_kernels_widened() {
+  switch (gemm_active_isa()) {
+    case GemmIsa::Avx512: return gemm_kernels_avx512_widened();
+    case GemmIsa::Avx2: return gemm_kernels_avx2_widened();
+    default: return kernels_portable_widened();
+  }
 }
 
 bool gemm_isa_supported(GemmIsa isa) { return cpu_has(isa); }

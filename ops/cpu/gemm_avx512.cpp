@@ -93,13 +93,13 @@ UOE_AVX512 void micro_rows_bf16_out(int64_t kc, const float* a, const float* b, 
 
 void micro(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr, float alpha,
            float beta) {
-  avx512::with_rows<MR>(mr, [&](auto rows) { micro_rows<decltype(rows)::value>(kc, a, b, c, ldc, nr, alpha, beta); });
+  with_rows<MR>(mr, [&](auto rows) { micro_rows<decltype(rows)::value>(kc, a, b, c, ldc, nr, alpha, beta); });
 }
 
 // GemmKernels::micro_bf16_out of the widened kernels (A always packed: lda is 0).
 void micro_bf16_out(int64_t kc, const float* a, int64_t, const float* b, const float* partial, int64_t ldp,
                     BFloat16* out, int64_t ldo, int mr, int nr, float alpha) {
-  avx512::with_rows<MR>(mr, [&](auto rows) {
+  with_rows<MR>(mr, [&](auto rows) {
     micro_rows_bf16_out<decltype(rows)::value>(kc, a, b, partial, ldp, out, ldo, nr, alpha);
   });
 }

@@ -5,7 +5,6 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "core/half.h"
 
@@ -15,15 +14,6 @@ namespace uoe::cpu::detail::avx512 {
 
 UOE_AVX512 inline __mmask16 mask_first(int64_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1u);
-}
-
-// Calls f(std::integral_constant<int, mr>{}) for 1 <= mr <= R: the tile height as a compile-time constant.
-template <int R, typename F>
-void with_rows(int mr, F&& f) {
-  if constexpr (R > 0) {
-    if (mr == R) f(std::integral_constant<int, R>{});
-    else with_rows<R - 1>(mr, f);
-  }
 }
 
 // Zeroes the two accumulator vectors of each of the R rows of a C tile.

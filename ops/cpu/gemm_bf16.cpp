@@ -88,8 +88,8 @@ float* result_scratch(size_t n) {
   return static_cast<float*>(scratch.get(n * sizeof(float)));
 }
 
-// Rows [0, M): where the kernels can (GemmKernels::micro_bf16_out: the AVX512-BF16 kernels, and the AVX-512 float
-// kernels on the f32 path), the last K block rounds each tile into C from the registers (the K blocks before it sum
+// Rows [0, M): where the kernels can (GemmKernels::micro_bf16_out: the AVX512-BF16 kernels, and the AVX-512 and
+// AVX2 float kernels on the f32 path), the last K block rounds each tile into C from the registers (the K blocks before it sum
 // into a float32 scratch [M, N]); else the float32 result goes to that scratch and each finished block of it is
 // rounded into C (C = round(result + beta C)) by the thread that computed it, while in its cache (AMX's tiles leave
 // through memory in any case).
@@ -100,9 +100,8 @@ void gemm_bf16_rows(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alp
     const Bf16Isa isa = gemm_bf16_active_isa();
     if (isa == Bf16Isa::Avx512Bf16)
       return gemm_packed_bf16_out(gemm_kernels_avx512_bf16(), ta, tb, M, N, K, alpha, A, lda, B, ldb, r, N, C, ldc);
-    if (isa == Bf16Isa::F32 && gemm_active_isa() == GemmIsa::Avx512)
-      return gemm_packed_bf16_out(gemm_kernels_avx512_widened(), ta, tb, M, N, K, alpha, A, lda, B, ldb, r, N, C,
-                                  ldc);
+    if (isa == Bf16Isa::F32 && gemm_kernels_widened().micro_bf16_out)
+      return gemm_packed_bf16_out(gemm_kernels_widened(), ta, tb, M, N, K, alpha, A, lda, B, ldb, r, N, C, ldc);
   }
   const TileDone round_block = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     for (int64_t i = i0; i < i1; ++i) {

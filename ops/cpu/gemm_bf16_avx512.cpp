@@ -71,7 +71,7 @@ UOE_AVX512_BF16 void micro_rows(int64_t kp, const BFloat16* a, int64_t lda, cons
 
 void micro(int64_t kp, const BFloat16* a, const BFloat16* b, float* c, int64_t ldc, int mr, int nr, float alpha,
            float beta) {
-  avx512::with_rows<MR>(mr, [&](auto rows) {
+  with_rows<MR>(mr, [&](auto rows) {
     micro_rows<decltype(rows)::value, false>(kp, a, 0, b, c, ldc, nr, alpha, beta);
   });
 }
@@ -79,7 +79,7 @@ void micro(int64_t kp, const BFloat16* a, const BFloat16* b, float* c, int64_t l
 // A read in place (no packing): its rows already hold pairs of consecutive k.
 void micro_unpacked_a(int64_t kc, const BFloat16* a, int64_t lda, const BFloat16* b, float* c, int64_t ldc, int mr,
                       int nr, float alpha, float beta) {
-  avx512::with_rows<MR>(mr, [&](auto rows) {
+  with_rows<MR>(mr, [&](auto rows) {
     micro_rows<decltype(rows)::value, true>(kc, a, lda, b, c, ldc, nr, alpha, beta);
   });
 }
@@ -89,7 +89,7 @@ void micro_bf16_out(int64_t kp, const BFloat16* a, int64_t lda, const BFloat16* 
                     int64_t ldc, BFloat16* out, int64_t ldo, int mr, int nr, float alpha) {
   float* c = const_cast<float*>(partial);  // read only: beta is 1 with a partial, else 0
   const float beta = partial ? 1.0f : 0.0f;
-  avx512::with_rows<MR>(mr, [&](auto rows) {
+  with_rows<MR>(mr, [&](auto rows) {
     if (lda > 0) micro_rows<decltype(rows)::value, true, true>(kp, a, lda, b, c, ldc, nr, alpha, beta, out, ldo);
     else micro_rows<decltype(rows)::value, false, true>(kp, a, 0, b, c, ldc, nr, alpha, beta, out, ldo);
   });

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <type_traits>
 
 #include "core/half.h"
 #include "ops/cpu/scratch.h"
@@ -22,6 +23,15 @@ bool gemm_isa_supported(GemmIsa isa);
 bool gemm_force_isa(GemmIsa isa);
 // The code path float gemm uses now (never Auto).
 GemmIsa gemm_active_isa();
+
+// Calls f(std::integral_constant<int, mr>{}) for 1 <= mr <= R: the tile height as a compile-time constant.
+template <int R, typename F>
+void with_rows(int mr, F&& f) {
+  if constexpr (R > 0) {
+    if (mr == R) f(std::integral_constant<int, R>{});
+    else with_rows<R - 1>(mr, f);
+  }
+}
 
 // One ISA's packed-GEMM building blocks: operands stored as TS, packed as TP, C of type TC. With kp = kc rounded up
 // to k_granule: packed A holds panels of MR rows, panel p at dst + p*MR*kp; packed B holds panels of NR
@@ -56,11 +66,14 @@ struct GemmKernels {
 
 const GemmKernels<float>& gemm_kernels_avx512_f32();
 const GemmKernels<float>& gemm_kernels_avx2_f32();
-// The AVX-512 float kernels on bfloat16 operands, for the float32 path of the bfloat16 GEMM: the packing widens
-// each element in the registers as it reads it (one pass, no staging copy), and micro_bf16_out rounds a bfloat16 C
-// from the registers (as float_to_bf16_bits rounds). The same FMA chains as the float kernels on the widened
-// operands, so the same bits.
+// The AVX-512 and AVX2 float kernels on bfloat16 operands, for the float32 path of the bfloat16 GEMM: the packing
+// widens each element as it reads it (one pass, no staging copy), and micro_bf16_out rounds a bfloat16 C from the
+// registers (as float_to_bf16_bits rounds). The same FMA chains as the float kernels on the widened operands, so
+// the same bits.
 const GemmKernels<float, float, BFloat16>& gemm_kernels_avx512_widened();
+const GemmKernels<float, float, BFloat16>& gemm_kernels_avx2_widened();
+// Those of the active float path (gemm_active_isa), the portable kernels' included (which have no micro_bf16_out).
+const GemmKernels<float, float, BFloat16>& gemm_kernels_widened();
 
 // bfloat16 GEMM code paths: VDPBF16PS (AVX512-BF16), AMX tiles (TDPBF16PS), or F32 (the float GEMM's kernels,
 // each operand panel widened to float as it is packed) on CPUs with neither. The environment variable UOE_PIN_ISA
@@ -120,9 +133,9 @@ template <typename TP>
 void gemm_packed_bf16_out(const GemmKernels<TP, float, BFloat16>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                           float alpha, const BFloat16* A, int64_t lda, const BFloat16* B, int64_t ldb, float* partial,
                           int64_t ldp, BFloat16* C, int64_t ldc);
-// The same product on the active float kernels (gemm_active_isa): each panel of A and B is widened to float into a
-// per-thread staging block and packed by the float packing, so no operand is copied whole. Bit-identical to the
-// float GEMM of the widened operands. K > 0.
+// The same product on the active float kernels (gemm_kernels_widened): each element of A and B is widened to float
+// as the packing reads it, so no operand is copied whole. Bit-identical to the float GEMM of the widened operands.
+// K > 0.
 void gemm_packed_widened_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A,
                               int64_t lda, const BFloat16* B, int64_t ldb, float beta, float* C, int64_t ldc,
                               const TileDone& done = nullptr);

@@ -284,9 +284,10 @@ std::string path_name(const ::testing::TestParamInfo<Bf16Isa>& info) {
 INSTANTIATE_TEST_SUITE_P(AllPaths, GemmBf16Test, ::testing::Values(Bf16Isa::F32, Bf16Isa::Avx512Bf16, Bf16Isa::Amx),
                          path_name);
 
-// The float32 path runs the float GEMM's kernels on operand panels widened to float as they are packed: bit for bit
-// the float GEMM of the widened operands, on every float ISA this CPU runs (their packings differ), at odd sizes,
-// several threads' units and K past one block.
+// The float32 path runs the float GEMM's kernels, their packing widening each operand element as it reads it: bit
+// for bit the float GEMM of the widened operands, on every float ISA this CPU runs (their packings differ), at odd
+// sizes, several threads' units and K past one block. A bfloat16 C (rounded in the registers by the AVX-512 and
+// AVX2 kernels) is that float product rounded once, also where it overflows to infinity or is NaN.
 TEST(GemmBf16F32Path, EqualsTheFloatGemmOfTheWidenedOperandsOnEveryFloatIsa) {
   namespace d = uoe::cpu::detail;
   ASSERT_TRUE(d::gemm_bf16_force_isa(Bf16Isa::F32));
@@ -300,14 +301,35 @@ TEST(GemmBf16F32Path, EqualsTheFloatGemmOfTheWidenedOperandsOnEveryFloatIsa) {
     }
     std::cout << "[ float GEMM path " << name << " ]\n";
     for (const Size& s : {Size{1, 1, 1}, Size{17, 33, 15}, Size{300, 257, 511}, Size{61, 65, 2100}})
-      for (int t = 0; t < 4; ++t) {
-        const Problem p(t & 1, t & 2, s.M, s.N, s.K, 1, seed += 3);
+      for (int t = 0; t < 8; ++t) {
+        Problem p(t & 1, t & 2, s.M, s.N, s.K, 1, seed += 3);
+        if (t & 4) {  // huge values (sums past FLT_MAX), infinities (inf - inf: NaN) and NaNs among the operands
+          for (size_t i = 0; i < p.A.size(); i += 7) p.A[i] = BFloat16(3e38f);
+          for (size_t i = 3; i < p.A.size(); i += 101) p.A[i] = BFloat16(-std::numeric_limits<float>::infinity());
+          for (size_t i = 5; i < p.B.size(); i += 211) p.B[i] = BFloat16(std::numeric_limits<float>::quiet_NaN());
+        }
         std::vector<float> got = p.C, want = p.C;
         uoe::cpu::gemm_bf16<float>(p.ta, p.tb, p.M, p.N, p.K, 1.25f, p.A.data(), p.lda, p.B.data(), p.ldb, 0.5f,
                                    got.data(), p.ldc);
         uoe::cpu::gemm<float>(p.ta, p.tb, p.M, p.N, p.K, 1.25f, widened(p.A).data(), p.lda, widened(p.B).data(),
                               p.ldb, 0.5f, want.data(), p.ldc, "test");
         EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << p.describe() << " " << name;
+
+        std::vector<BFloat16> got16(p.C.size());
+        std::vector<float> want32(p.C.size());
+        uoe::cpu::gemm_bf16<BFloat16>(p.ta, p.tb, p.M, p.N, p.K, 1.25f, p.A.data(), p.lda, p.B.data(), p.ldb, 0.0f,
+                                      got16.data(), p.ldc);
+        uoe::cpu::gemm<float>(p.ta, p.tb, p.M, p.N, p.K, 1.25f, widened(p.A).data(), p.lda, widened(p.B).data(),
+                              p.ldb, 0.0f, want32.data(), p.ldc, "test");
+        int bad = 0;
+        for (int64_t i = 0; i < p.M; ++i)
+          for (int64_t j = 0; j < p.N; ++j) {
+            const size_t at = size_t(i * p.ldc + j);
+            if (got16[at].bits != uoe::float_to_bf16_bits(want32[at]) && ++bad <= 3)
+              ADD_FAILURE() << p.describe() << " " << name << ": bfloat16 C[" << i << "," << j << "] bits "
+                            << got16[at].bits << ", the float product " << want32[at] << " rounds to "
+                            << uoe::float_to_bf16_bits(want32[at]);
+          }
       }
   }
   d::gemm_force_isa(d::GemmIsa::Auto);
