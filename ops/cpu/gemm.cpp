@@ -82,23 +82,12 @@ void pack_b_portable(bool trans, const TS* B, int64_t ldb, int64_t kc, int64_t n
   }
 }
 
-const GemmKernels<float>& kernels_portable_f32() {
-  static const GemmKernels<float> k{4, 8, 256, 128, 1 << 20, &micro_portable<float, 4, 8>,
-                                    &pack_a_portable<float, 4>, &pack_b_portable<float, 8>};
-  return k;
-}
-
-// The same on bfloat16 operands, widened as the packing reads them (the float32 path of the bfloat16 GEMM).
-const GemmKernels<float, float, BFloat16>& kernels_portable_widened() {
-  static const GemmKernels<float, float, BFloat16> k{4, 8, 256, 128, 1 << 20, &micro_portable<float, 4, 8>,
-                                                     &pack_a_portable<float, 4, BFloat16>,
-                                                     &pack_b_portable<float, 8, BFloat16>};
-  return k;
-}
-
-const GemmKernels<double>& kernels_portable_f64() {
-  static const GemmKernels<double> k{4, 8, 256, 128, 1 << 20, &micro_portable<double, 4, 8>,
-                                     &pack_a_portable<double, 4>, &pack_b_portable<double, 8>};
+// The portable kernels, on float or double, and on bfloat16 operands widened to float as the packing reads them
+// (the float32 path of the bfloat16 GEMM).
+template <typename T, typename TS = T>
+const GemmKernels<T, T, TS>& kernels_portable() {
+  static const GemmKernels<T, T, TS> k{
+      4, 8, 256, 128, 1 << 20, &micro_portable<T, 4, 8>, &pack_a_portable<T, 4, TS>, &pack_b_portable<T, 8, TS>};
   return k;
 }
 
@@ -130,7 +119,7 @@ const GemmKernels<float>& kernels_f32() {
   switch (gemm_active_isa()) {
     case GemmIsa::Avx512: return gemm_kernels_avx512_f32();
     case GemmIsa::Avx2: return gemm_kernels_avx2_f32();
-    default: return kernels_portable_f32();
+    default: return kernels_portable<float>();
   }
 }
 
@@ -352,7 +341,7 @@ const GemmKernels<float>& kernels_for<float>() {
 }
 template <>
 const GemmKernels<double>& kernels_for<double>() {
-  return kernels_portable_f64();
+  return kernels_portable<double>();
 }
 
 }  // namespace
@@ -386,7 +375,7 @@ const GemmKernels<float, float, BFloat16>& gemm_kernels_widened() {
   switch (gemm_active_isa()) {
     case GemmIsa::Avx512: return gemm_kernels_avx512_widened();
     case GemmIsa::Avx2: return gemm_kernels_avx2_widened();
-    default: return kernels_portable_widened();
+    default: return kernels_portable<float, BFloat16>();
   }
 }
 

@@ -1,4 +1,5 @@
-// AVX2+FMA float GEMM building blocks: 6x16 register-tiled micro-kernel and packing.
+// AVX2+FMA float GEMM building blocks: 6x16 register-tiled micro-kernel and packing, the packing also reading
+// bfloat16 operands (widened as read) and the micro-kernel also rounding a bfloat16 C (the bf16 GEMM's f32 path).
 #include <immintrin.h>
 
 #include <cstring>

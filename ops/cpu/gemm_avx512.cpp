@@ -1,4 +1,6 @@
-// AVX-512 float GEMM building blocks: 14x32 register-tiled micro-kernel and vectorised packing.
+// AVX-512 float GEMM building blocks: 14x32 register-tiled micro-kernel and vectorised packing, the packing
+// also reading bfloat16 operands (widened as read) and the micro-kernel also rounding a bfloat16 C (the bf16
+// GEMM's f32 path).
 #include "ops/cpu/gemm_avx512_blocks.h"
 #include "ops/cpu/gemm_isa.h"
 

@@ -26,7 +26,8 @@ bool cpu_has_avx512_bf16() {
 }
 
 bool cpu_has_amx() {
-  return pinned_isa_level() >= 4 && __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") && __builtin_cpu_supports("avx512f") &&
+  return pinned_isa_level() >= 4 && __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") &&
+         __builtin_cpu_supports("avx512f") &&
          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
 }
@@ -89,10 +90,10 @@ float* result_scratch(size_t n) {
 }
 
 // Rows [0, M): where the kernels can (GemmKernels::micro_bf16_out: the AVX512-BF16 kernels, and the AVX-512 and
-// AVX2 float kernels on the f32 path), the last K block rounds each tile into C from the registers (the K blocks before it sum
-// into a float32 scratch [M, N]); else the float32 result goes to that scratch and each finished block of it is
-// rounded into C (C = round(result + beta C)) by the thread that computed it, while in its cache (AMX's tiles leave
-// through memory in any case).
+// AVX2 float kernels on the f32 path), the last K block rounds each tile into C from the registers (the K blocks
+// before it sum into a float32 scratch [M, N]); else the float32 result goes to that scratch and each finished
+// block of it is rounded into C (C = round(result + beta C)) by the thread that computed it, while in its cache
+// (AMX's tiles leave through memory in any case).
 void gemm_bf16_rows(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t lda,
                     const BFloat16* B, int64_t ldb, float beta, BFloat16* C, int64_t ldc) {
   float* r = result_scratch(size_t(M * N));
