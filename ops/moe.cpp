@@ -138,7 +138,7 @@ struct GroupL2NormBackward final : autograd::Node {
     const Tensor g = prep(g_in);
     const int64_t width = h.size(-1), rows = width ? h.numel() / width : 0, r = width / groups;
     Tensor dh = empty(h.shape(), like(h));
-    if (h.dtype() == DType::BFloat16) {
+    if (l2norm_reads_bf16(h.dtype(), norm.dtype())) {
       UOE_KERNEL(h, group_l2norm_backward_bf16(rows, groups, r, h.data_ptr<BFloat16>(), norm.data_ptr<float>(),
                                                g.data_ptr<float>(), dh.data_ptr<BFloat16>()));
     } else {

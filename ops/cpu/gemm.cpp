@@ -346,11 +346,18 @@ const GemmKernels<double>& kernels_for<double>() {
 
 }  // namespace
 
-void gemm_packed_bf16(const GemmKernels<BFloat16, float>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+template <typename TP>
+void gemm_packed_bf16(const GemmKernels<TP, float, BFloat16>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                       float alpha, const BFloat16* A, int64_t lda, const BFloat16* B, int64_t ldb, float beta,
                       float* C, int64_t ldc, const TileDone& done) {
   gemm_packed(ks, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, done);
 }
+template void gemm_packed_bf16(const GemmKernels<BFloat16, float, BFloat16>&, bool, bool, int64_t, int64_t, int64_t,
+                               float, const BFloat16*, int64_t, const BFloat16*, int64_t, float, float*, int64_t,
+                               const TileDone&);
+template void gemm_packed_bf16(const GemmKernels<float, float, BFloat16>&, bool, bool, int64_t, int64_t, int64_t,
+                               float, const BFloat16*, int64_t, const BFloat16*, int64_t, float, float*, int64_t,
+                               const TileDone&);
 
 template <typename TP>
 void gemm_packed_bf16_out(const GemmKernels<TP, float, BFloat16>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
@@ -364,12 +371,6 @@ template void gemm_packed_bf16_out(const GemmKernels<BFloat16, float, BFloat16>&
 template void gemm_packed_bf16_out(const GemmKernels<float, float, BFloat16>&, bool, bool, int64_t, int64_t, int64_t,
                                    float, const BFloat16*, int64_t, const BFloat16*, int64_t, float*, int64_t,
                                    BFloat16*, int64_t);
-
-void gemm_packed_widened_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A,
-                              int64_t lda, const BFloat16* B, int64_t ldb, float beta, float* C, int64_t ldc,
-                              const TileDone& done) {
-  gemm_packed(gemm_kernels_widened(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, done);
-}
 
 const GemmKernels<float, float, BFloat16>& gemm_kernels_widened() {
   switch (gemm_active_isa()) {

@@ -76,7 +76,7 @@ void gemm_float_out(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alp
       return;
     default:
       if (K > 0 && alpha != 0.0f)
-        return gemm_packed_widened_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, done);
+        return gemm_packed_bf16(gemm_kernels_widened(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, done);
       gemm<float>(ta, tb, M, N, 0, alpha, nullptr, 1, nullptr, 1, beta, C, ldc);  // C = beta * C, A and B not read
       if (done) done(0, M, 0, N);
   }

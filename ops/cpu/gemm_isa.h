@@ -123,8 +123,11 @@ void for_each_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, bool shared_c
 // they are still in its cache (each element of C is in exactly one such call).
 using TileDone = std::function<void(int64_t i0, int64_t i1, int64_t j0, int64_t j1)>;
 
-// The threaded packed driver of gemm.cpp with the given kernels (bit-identical whatever the thread count).
-void gemm_packed_bf16(const GemmKernels<BFloat16, float>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+// The threaded packed driver of gemm.cpp with the given kernels (bit-identical whatever the thread count): bfloat16
+// panels (AMX, AVX512-BF16), or float panels widened from bfloat16 as they are packed (gemm_kernels_widened: bit for
+// bit the float GEMM of the widened operands).
+template <typename TP>
+void gemm_packed_bf16(const GemmKernels<TP, float, BFloat16>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                       float alpha, const BFloat16* A, int64_t lda, const BFloat16* B, int64_t ldb, float beta,
                       float* C, int64_t ldc, const TileDone& done = nullptr);
 // C (bfloat16, ldc) = alpha op(A) op(B) with ks.micro_bf16_out: K blocks before the last sum into `partial` (float
@@ -133,11 +136,5 @@ template <typename TP>
 void gemm_packed_bf16_out(const GemmKernels<TP, float, BFloat16>& ks, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                           float alpha, const BFloat16* A, int64_t lda, const BFloat16* B, int64_t ldb, float* partial,
                           int64_t ldp, BFloat16* C, int64_t ldc);
-// The same product on the active float kernels (gemm_kernels_widened): each element of A and B is widened to float
-// as the packing reads it, so no operand is copied whole. Bit-identical to the float GEMM of the widened operands.
-// K > 0.
-void gemm_packed_widened_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A,
-                              int64_t lda, const BFloat16* B, int64_t ldb, float beta, float* C, int64_t ldc,
-                              const TileDone& done = nullptr);
 
 }  // namespace uoe::cpu::detail
