@@ -1,14 +1,12 @@
 // CPU fused attention on bfloat16 tensors: the tiled online-softmax forward of attention_kernels.cpp and a one-pass
-// backward, every product on bfloat16 pairs (VDPBF16PS) and the softmax statistics in float32; the float32 route
-// where the CPU has no AVX512-BF16.
-#include <omp.h>
+// backward, every product on bfloat16 pairs (VDPBF16PS) and the softmax statistics in float32; where the CPU has no
+// AVX512-BF16, the float kernels of attention_kernels.cpp on the bfloat16 tensors.
 
 #include <cmath>
 #include <cstddef>
 #include <limits>
 #include <vector>
 
-#include "core/slow_paths.h"
 #include "ops/cpu/attention_tasks.h"
 #include "ops/cpu/attention_tiles.h"
 #include "ops/cpu/gemm_isa.h"
@@ -32,52 +30,6 @@ bool use_dpbf16() {
 #else
   return false;
 #endif
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// The float32 route: contiguous float32 copies around the float kernels, counted as a slow path.
-AttnStrides contiguous_strides(int64_t heads, int64_t T, int64_t Dh) { return {heads * T * Dh, T * Dh, Dh}; }
-
-// The float32 arrays of one call of the route, carved out of this thread's workspace, which is kept between calls
-// (fresh arrays of several MB each call cost page faults every time: about 1% of a tiny-dense step).
-struct RouteArrays {
-  detail::Carve ws;
-  // Room for nq_arrays arrays of nq elements and nkv_arrays of nkv.
-  RouteArrays(int64_t nq_arrays, int64_t nq, int64_t nkv_arrays, int64_t nkv) {
-    thread_local detail::Scratch scratch;
-    ws.p = static_cast<std::byte*>(scratch.get(size_t(nq_arrays) * detail::Carve::bytes<float>(nq) +
-                                               size_t(nkv_arrays) * detail::Carve::bytes<float>(nkv)));
-  }
-  float* take(int64_t n) { return ws.take<float>(n); }
-};
-
-// Calls f(r, t, b, h) for every row r = (b·heads + h)·T + t, the rows shared among the threads.
-template <typename F>
-void for_each_row(int64_t B, int64_t heads, int64_t T, F f) {
-#pragma omp parallel for schedule(static) if (B * heads * T >= 64 && !omp_in_parallel())
-  for (int64_t r = 0; r < B * heads * T; ++r) f(r, r % T, r / T / heads, r / T % heads);
-}
-
-// y (contiguous float32 [B, heads, T, Dh]) = x [B, heads, T, Dh] (strides s) widened; returns y.
-float* to_f32(const BFloat16* x, AttnStrides s, int64_t B, int64_t heads, int64_t T, int64_t Dh, float* y) {
-  for_each_row(B, heads, T, [&](int64_t r, int64_t t, int64_t b, int64_t h) {
-    convert_bf16_to_f32(x + b * s.batch + h * s.head + t * s.time, y + r * Dh, Dh);
-  });
-  return y;
-}
-
-// The inverse of to_f32: y (strides s) = x rounded to bfloat16.
-void from_f32(const float* x, BFloat16* y, AttnStrides s, int64_t B, int64_t heads, int64_t T, int64_t Dh) {
-  for_each_row(B, heads, T, [&](int64_t r, int64_t t, int64_t b, int64_t h) {
-    convert_f32_to_bf16(x + r * Dh, y + b * s.batch + h * s.head + t * s.time, Dh);
-  });
-}
-
-void count_f32_route() {
-  slow_paths::count("attention_bf16_cpu.f32_route",
-                    "scaled_dot_product_attention on bfloat16 CPU tensors where the bfloat16 GEMM path is f32 (no "
-                    "AMX, and no AVX512-BF16 or an Intel CPU's, or UOE_PIN_ISA=f32): q, k, v (and out, dout) are "
-                    "converted to float32 and back around the float32 kernels");
 }
 
 #if UOE_ATTN_X86
@@ -276,40 +228,6 @@ void run_bf16_tasks(const BCtx& c, int64_t ntask, size_t ws_bytes, Task task) {
 }
 #endif  // UOE_ATTN_X86
 
-void forward_f32_route(const AttnShape& s, const BFloat16* q, AttnStrides qs, const BFloat16* k, AttnStrides ks,
-                       const BFloat16* v, AttnStrides vs, BFloat16* out, AttnStrides os, float* lse) {
-  count_f32_route();
-  const AttnStrides qc = contiguous_strides(s.H, s.T, s.Dh), kc = contiguous_strides(s.Hkv, s.T, s.Dh);
-  const int64_t nq = s.B * s.H * s.T * s.Dh, nkv = s.B * s.Hkv * s.T * s.Dh;
-  RouteArrays a(2, nq, 2, nkv);
-  const float* q32 = to_f32(q, qs, s.B, s.H, s.T, s.Dh, a.take(nq));
-  const float* k32 = to_f32(k, ks, s.B, s.Hkv, s.T, s.Dh, a.take(nkv));
-  const float* v32 = to_f32(v, vs, s.B, s.Hkv, s.T, s.Dh, a.take(nkv));
-  float* out32 = a.take(nq);
-  attention_forward<float>(s, q32, qc, k32, kc, v32, kc, out32, qc, lse);
-  from_f32(out32, out, os, s.B, s.H, s.T, s.Dh);
-}
-
-void backward_f32_route(const AttnShape& s, const BFloat16* q, AttnStrides qs, const BFloat16* k, AttnStrides ks,
-                        const BFloat16* v, AttnStrides vs, const BFloat16* out, AttnStrides os, const float* lse,
-                        const BFloat16* dout, AttnStrides dos, BFloat16* dq, AttnStrides dqs, BFloat16* dk,
-                        AttnStrides dks, BFloat16* dv, AttnStrides dvs) {
-  count_f32_route();
-  const AttnStrides qc = contiguous_strides(s.H, s.T, s.Dh), kc = contiguous_strides(s.Hkv, s.T, s.Dh);
-  const int64_t nq = s.B * s.H * s.T * s.Dh, nkv = s.B * s.Hkv * s.T * s.Dh;
-  RouteArrays a(4, nq, 4, nkv);
-  const float* q32 = to_f32(q, qs, s.B, s.H, s.T, s.Dh, a.take(nq));
-  const float* k32 = to_f32(k, ks, s.B, s.Hkv, s.T, s.Dh, a.take(nkv));
-  const float* v32 = to_f32(v, vs, s.B, s.Hkv, s.T, s.Dh, a.take(nkv));
-  const float* out32 = to_f32(out, os, s.B, s.H, s.T, s.Dh, a.take(nq));
-  const float* dout32 = to_f32(dout, dos, s.B, s.H, s.T, s.Dh, a.take(nq));
-  float *dq32 = a.take(nq), *dk32 = a.take(nkv), *dv32 = a.take(nkv);
-  attention_backward<float>(s, q32, qc, k32, kc, v32, kc, out32, qc, lse, dout32, qc, dq32, qc, dk32, kc, dv32, kc);
-  from_f32(dq32, dq, dqs, s.B, s.H, s.T, s.Dh);
-  from_f32(dk32, dk, dks, s.B, s.Hkv, s.T, s.Dh);
-  from_f32(dv32, dv, dvs, s.B, s.Hkv, s.T, s.Dh);
-}
-
 }  // namespace
 
 const char* attention_bf16_path() { return use_dpbf16() ? "avx512_bf16" : "f32"; }
@@ -325,7 +243,7 @@ void attention_forward_bf16(const AttnShape& s, const BFloat16* q, AttnStrides q
     return run_bf16_tasks(c, c.B * c.H * c.nqb, workspace_bytes(c.Dh), fwd_task);
   }
 #endif
-  forward_f32_route(s, q, qs, k, ks, v, vs, out, os, lse);
+  attention_forward_f32_kernels(s, q, qs, k, ks, v, vs, out, os, lse);
 }
 
 void attention_backward_bf16(const AttnShape& s, const BFloat16* q, AttnStrides qs, const BFloat16* k, AttnStrides ks,
@@ -345,7 +263,7 @@ void attention_backward_bf16(const AttnShape& s, const BFloat16* q, AttnStrides 
     return run_bf16_tasks(c, c.B * c.Hkv, workspace_bytes(c.Dh) + dq_bytes, bwd_task);
   }
 #endif
-  backward_f32_route(s, q, qs, k, ks, v, vs, out, os, lse, dout, dos, dq, dqs, dk, dks, dv, dvs);
+  attention_backward_f32_kernels(s, q, qs, k, ks, v, vs, out, os, lse, dout, dos, dq, dqs, dk, dks, dv, dvs);
 }
 
 }  // namespace uoe::cpu

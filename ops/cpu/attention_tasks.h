@@ -14,9 +14,23 @@
 #include <vector>
 
 #include "core/error.h"
+#include "ops/cpu/simd.h"
 #include "ops/kernels/attention.h"
 
 namespace uoe::cpu {
+
+// The float kernels (attention_kernels.cpp) on bfloat16 tensors, for CPUs without AVX512-BF16: each tile widened
+// to float32 as it is packed, each result rounded once as it is stored (the bits of the float kernels on the
+// widened tensors, rounded), with no float32 copy of a tensor.
+void attention_forward_f32_kernels(const AttnShape& s, const BFloat16* q, AttnStrides qs, const BFloat16* k,
+                                   AttnStrides ks, const BFloat16* v, AttnStrides vs, BFloat16* out, AttnStrides os,
+                                   float* lse);
+void attention_backward_f32_kernels(const AttnShape& s, const BFloat16* q, AttnStrides qs, const BFloat16* k,
+                                    AttnStrides ks, const BFloat16* v, AttnStrides vs, const BFloat16* out,
+                                    AttnStrides os, const float* lse, const BFloat16* dout, AttnStrides dos,
+                                    BFloat16* dq, AttnStrides dqs, BFloat16* dk, AttnStrides dks, BFloat16* dv,
+                                    AttnStrides dvs);
+
 namespace {
 
 // Tile sizes: a thread holds score tiles of kBq query rows × kBk key rows (never the full T×T matrix).
@@ -137,7 +151,8 @@ void run_parallel(int64_t ntask, size_t ws_bytes, const Task& task) {
   }
 }
 
-// D[b,h,t] = rowsum(dout ⊙ out) in T, a contiguous [B,H,T] buffer; one thread per row, fixed summation order.
+// D[b,h,t] = rowsum(dout ⊙ out) in T, a contiguous [B,H,T] buffer; one thread per row, fixed summation order (the
+// same for every E).
 template <typename T, typename E>
 std::vector<T> dout_out_row_sums(const Ctx<T, E>& c, const E* out, AttnStrides os, const E* dout, AttnStrides dos) {
   std::vector<T> dsum(size_t(c.B * c.H * c.len));
@@ -147,10 +162,7 @@ std::vector<T> dout_out_row_sums(const Ctx<T, E>& c, const E* out, AttnStrides o
     const int64_t t = r % c.len, bh = r / c.len, b = bh / c.H, h = bh % c.H;
     const E* o = out + b * os.batch + h * os.head + t * os.time;
     const E* g = dout + b * dos.batch + h * dos.head + t * dos.time;
-    T acc = 0;
-#pragma omp simd reduction(+ : acc)
-    for (int64_t d = 0; d < c.Dh; ++d) acc += T(o[d]) * T(g[d]);
-    dsum[size_t(r)] = acc;
+    dsum[size_t(r)] = fixed_order_sum<T>(c.Dh, [&](int64_t d) UOE_FIXED_SUM_TERM { return T(o[d]) * T(g[d]); });
   }
   return dsum;
 }

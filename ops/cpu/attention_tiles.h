@@ -11,6 +11,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/half.h"
+
 #define UOE_ATTN_INLINE inline __attribute__((always_inline))
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define UOE_ATTN_X86 1
@@ -233,21 +235,54 @@ UOE_ATTN_INLINE void gemm(int M, int N, int K, const T* A, int64_t ars, int64_t 
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Packing. dst[d·ld + r] = src[r·stride + d] for r < n, d < Dh; columns r in [n, ld) are zero.
-template <typename T>
-UOE_ATTN_INLINE void pack_transposed(T* dst, int ld, const T* src, int64_t stride, int n, int64_t Dh) {
+// Packing, from elements stored as E (T itself, or bfloat16 widened exactly to float T).
+// dst[d·ld + r] = src[r·stride + d] for r < n, d < Dh; columns r in [n, ld) are zero.
+template <typename T, typename E>
+UOE_ATTN_INLINE void pack_transposed(T* dst, int ld, const E* src, int64_t stride, int n, int64_t Dh) {
   if (n < ld) std::memset(dst, 0, sizeof(T) * size_t(Dh) * size_t(ld));
   for (int r = 0; r < n; ++r) {  // [n rows][Dh] -> [Dh][ld]
-    const T* s = src + r * stride;
-    for (int64_t d = 0; d < Dh; ++d) dst[d * ld + r] = s[d];
+    const E* s = src + r * stride;
+    for (int64_t d = 0; d < Dh; ++d) dst[d * ld + r] = T(s[d]);
   }
 }
 // dst[r·ld + d] = src[r·stride + d] for r < n, d < Dh; columns [Dh, ld) are zero.
-template <typename T>
-UOE_ATTN_INLINE void pack_rows(T* dst, int64_t ld, const T* src, int64_t stride, int n, int64_t Dh) {
+template <typename T, typename E>
+UOE_ATTN_INLINE void pack_rows(T* dst, int64_t ld, const E* src, int64_t stride, int n, int64_t Dh) {
   for (int r = 0; r < n; ++r) {  // [n rows][Dh] -> [n rows][ld]
-    std::memcpy(dst + r * ld, src + r * stride, sizeof(T) * size_t(Dh));
+    if constexpr (std::is_same_v<T, E>) {
+      std::memcpy(dst + r * ld, src + r * stride, sizeof(T) * size_t(Dh));
+    } else {
+      const E* s = src + r * stride;
+#pragma omp simd
+      for (int64_t d = 0; d < Dh; ++d) dst[r * ld + d] = T(s[d]);
+    }
     std::memset(dst + r * ld + Dh, 0, sizeof(T) * size_t(ld - Dh));
+  }
+}
+// n rows of Dh elements (row stride `stride`) as T rows for the tile GEMM, their leading dimension in ld: in place
+// when E is T and `in_place` (a B operand needs Dh % W == 0), else widened and padded into buf (ld = Dhp).
+template <typename T, typename E>
+UOE_ATTN_INLINE const T* rows_as(T* buf, int64_t Dhp, const E* src, int64_t stride, int n, int64_t Dh, bool in_place,
+                                 int64_t& ld) {
+  if constexpr (std::is_same_v<T, E>) {
+    if (in_place) {
+      ld = stride;
+      return src;
+    }
+  }
+  pack_rows(buf, Dhp, src, stride, n, Dh);
+  ld = Dhp;
+  return buf;
+}
+// dst[0:n] = mul · src[0:n], rounded once to E (a bfloat16 written as its bits, which GCC vectorises).
+template <typename T, typename E>
+UOE_ATTN_INLINE void store_scaled(E* dst, const T* src, int64_t n, T mul) {
+  if constexpr (std::is_same_v<T, E>) {
+#pragma omp simd
+    for (int64_t d = 0; d < n; ++d) dst[d] = src[d] * mul;
+  } else {
+#pragma omp simd
+    for (int64_t d = 0; d < n; ++d) dst[d].bits = float_to_bf16_bits(src[d] * mul);
   }
 }
 

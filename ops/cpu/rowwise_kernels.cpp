@@ -19,7 +19,6 @@
 // Per-row / per-chunk bodies are compiled per ISA (UOE_SIMD) and the best one is picked at load time (ifunc).
 // They contain no OpenMP parallel regions; the drivers below split rows across threads and call them.
 #define UOE_ALWAYS_INLINE inline __attribute__((always_inline))
-#define UOE_ALWAYS_INLINE_LAMBDA __attribute__((always_inline))
 
 namespace uoe::cpu {
 namespace {
@@ -57,29 +56,8 @@ UOE_ALWAYS_INLINE void prefetch_row(const void* p, int64_t bytes) {
 // ---- vectorised row reductions (inlined into the clones) --------------------------------------------------
 // Elements are stored as S (T itself, or bfloat16 with T = float) and computed in T: T(x[j]) widens a bfloat16
 // exactly, put() rounds once. With S = T every body is the plain T code.
-//
-// Sums are added in one fixed order, never the one a vectoriser picks: lane l of kLanes accumulators takes the
-// terms j = l (mod kLanes) in increasing j, then the lanes are added pairwise (l += l + kLanes/2, ...). GCC
-// vectorised `omp simd reduction` loops differently per storage type and clone (one 8-lane accumulator for a float
-// row, two for a bfloat16 row under AVX2), so a bfloat16 row's sum could differ in the last bit from its float32
-// widening's; in this order it cannot.
-constexpr int kLanes = 16;
-// sum_j term(j), j in [0, n)
-template <class T, class Term>
-UOE_ALWAYS_INLINE T lane_sum(int64_t n, Term&& term) {
-  T acc[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-#pragma omp simd
-    for (int l = 0; l < kLanes; ++l) acc[l] += term(j + l);
-  }
-  for (int l = 0; j + l < n; ++l) acc[l] += term(j + l);
-  for (int w = kLanes / 2; w > 0; w /= 2) {
-#pragma omp simd
-    for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
-  }
-  return acc[0];
-}
+// Sums are added in one fixed order (fixed_order_sum, ops/cpu/simd.h), so that a bfloat16 row and its float32
+// widening give the same bits.
 // max_j x[j] (the order does not matter: max is exact)                        x: [n]
 template <class T, class S>
 UOE_ALWAYS_INLINE T row_max(const S* x, int64_t n) {
@@ -91,16 +69,16 @@ UOE_ALWAYS_INLINE T row_max(const S* x, int64_t n) {
 // sum_j exp(x[j] - m)                                                         x: [n]
 template <class T, class S>
 UOE_ALWAYS_INLINE T row_sum_exp(const S* x, T m, int64_t n) {
-  return lane_sum<T>(n, [&](int64_t j) UOE_ALWAYS_INLINE_LAMBDA { return vm::exp_ftz(T(x[j]) - m); });
+  return fixed_order_sum<T>(n, [&](int64_t j) UOE_FIXED_SUM_TERM { return vm::exp_ftz(T(x[j]) - m); });
 }
 // sum_j a[j] * b[j]                                                           a, b: [n]
 template <class T, class S>
 UOE_ALWAYS_INLINE T row_dot(const S* a, const S* b, int64_t n) {
-  return lane_sum<T>(n, [&](int64_t j) UOE_ALWAYS_INLINE_LAMBDA { return T(a[j]) * T(b[j]); });
+  return fixed_order_sum<T>(n, [&](int64_t j) UOE_FIXED_SUM_TERM { return T(a[j]) * T(b[j]); });
 }
 template <class T, class S>
 UOE_ALWAYS_INLINE T row_sum(const S* a, int64_t n) {
-  return lane_sum<T>(n, [&](int64_t j) UOE_ALWAYS_INLINE_LAMBDA { return T(a[j]); });
+  return fixed_order_sum<T>(n, [&](int64_t j) UOE_FIXED_SUM_TERM { return T(a[j]); });
 }
 // dst = v rounded to S. A bfloat16 is written as its bits: GCC vectorises that, not a copy of the struct.
 template <class S, class T>
@@ -123,7 +101,7 @@ UOE_SIMD void softmax_fwd_rows(int64_t r0, int64_t r1, int64_t n, const S* x, S*
     const T m = row_max<T>(xr, n);
     if (r + 1 < r1) prefetch_row(xr + n, n * int64_t(sizeof(S)));
     if constexpr (std::is_same_v<S, T>) {  // exp stored once, then scaled in place
-      const T s = lane_sum<T>(n, [&](int64_t j) UOE_ALWAYS_INLINE_LAMBDA { return yr[j] = vm::exp_ftz(xr[j] - m); });
+      const T s = fixed_order_sum<T>(n, [&](int64_t j) UOE_FIXED_SUM_TERM { return yr[j] = vm::exp_ftz(xr[j] - m); });
       const T inv = T(1) / s;
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j) yr[j] *= inv;
@@ -190,7 +168,7 @@ UOE_SIMD void rms_bwd_rows(int64_t r0, int64_t r1, int64_t n, const S* x, const 
     const S *xr = x + r * n, *dyr = dy + r * n;
     S* dxr = dx + r * n;
     const T rs = rstd[r];
-    const T dot = lane_sum<T>(n, [&](int64_t j) UOE_ALWAYS_INLINE_LAMBDA {  // sum_j g_j x_j
+    const T dot = fixed_order_sum<T>(n, [&](int64_t j) UOE_FIXED_SUM_TERM {  // sum_j g_j x_j
       return (T(dyr[j]) * T(w[j])) * T(xr[j]);
     });
     const T c = dot * (rs * rs * rs) / T(n);
@@ -217,7 +195,7 @@ UOE_SIMD void ln_fwd_rows(int64_t r0, int64_t r1, int64_t n, const S* x, const S
     const S* xr = x + r * n;
     S* yr = y + r * n;
     const T mu = row_sum<T>(xr, n) / T(n);
-    const T var = lane_sum<T>(n, [&](int64_t j) UOE_ALWAYS_INLINE_LAMBDA {
+    const T var = fixed_order_sum<T>(n, [&](int64_t j) UOE_FIXED_SUM_TERM {
       const T d = T(xr[j]) - mu;
       return d * d;
     });
@@ -240,9 +218,9 @@ UOE_SIMD void ln_bwd_rows(int64_t r0, int64_t r1, int64_t n, const S* x, const S
     const S *xr = x + r * n, *dyr = dy + r * n;
     S* dxr = dx + r * n;
     const T mu = mean[r], rs = rstd[r];
-    auto g = [&](int64_t j) UOE_ALWAYS_INLINE_LAMBDA { return T(dyr[j]) * T(w[j]); };
-    const T sg = lane_sum<T>(n, g);  // sum g
-    const T sgx = lane_sum<T>(n, [&](int64_t j) UOE_ALWAYS_INLINE_LAMBDA { return g(j) * ((T(xr[j]) - mu) * rs); });
+    auto g = [&](int64_t j) UOE_FIXED_SUM_TERM { return T(dyr[j]) * T(w[j]); };
+    const T sg = fixed_order_sum<T>(n, g);  // sum g
+    const T sgx = fixed_order_sum<T>(n, [&](int64_t j) UOE_FIXED_SUM_TERM { return g(j) * ((T(xr[j]) - mu) * rs); });
     const T a = sg / T(n), c = sgx / T(n);
     if (pw) {  // pb is then non-null too; dy is read before dx is stored (dx may alias dy)
 #pragma omp simd

@@ -81,9 +81,9 @@ int attention_set_isa_level(int level);
 // The bf16 kernels read bfloat16 tiles directly: QKᵀ, PV and the backward's products are VDPBF16PS on bfloat16
 // pairs with float32 sums (probabilities and dS rounded to bfloat16 for their products, as on the GPU), the online
 // softmax runs in float32, and out, dq, dk, dv are summed in float32 and rounded once. Where the CPU lacks
-// AVX512-BF16, or the bfloat16 GEMM path is pinned to f32 (UOE_PIN_ISA, ops/cpu/gemm_isa.h), they convert to
-// float32 around the float kernels and count each call as the slow path attention_bf16_cpu.f32_route
-// (core/slow_paths.h). The path they take now: "avx512_bf16" or "f32".
+// AVX512-BF16, or the bfloat16 GEMM path is pinned to f32 (UOE_PIN_ISA, ops/cpu/gemm_isa.h), they run the float
+// kernels on the bfloat16 tensors: tiles widened as they are packed, results rounded once (the float kernels' bits
+// on the widened tensors, rounded; no float32 copy of a tensor). The path they take now: "avx512_bf16" or "f32".
 const char* attention_bf16_path();
 }  // namespace uoe::cpu
 

@@ -1,6 +1,6 @@
 // Tests of the CPU bfloat16 fused attention kernels (attention_forward_bf16 / attention_backward_bf16) on both paths
-// (VDPBF16PS on AVX512-BF16, and the float32 route) against the float64 reference computed from the same
-// bfloat16-rounded inputs.
+// (VDPBF16PS on AVX512-BF16, and the float kernels reading the bfloat16 tensors) against the float64 reference
+// computed from the same bfloat16-rounded inputs, and the f32 path against the float kernels to the bit.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -81,10 +81,10 @@ void expect_matches_bf16(const Bf16Outputs& got, const Result& ref) {
   EXPECT_LE(rel_error(widen(got.dv), ref.dv), kTolOut) << "dv";
 }
 
-uint64_t f32_route_count() {
-  for (const slow_paths::Entry& e : slow_paths::snapshot())
-    if (e.name == "attention_bf16_cpu.f32_route") return e.count;
-  return 0;
+uint64_t slow_path_total() {
+  uint64_t n = 0;
+  for (const slow_paths::Entry& e : slow_paths::snapshot()) n += e.count;
+  return n;
 }
 
 // Each test runs on one path, pinned through the bfloat16 GEMM path (UOE_PIN_ISA's switch); the output names it.
@@ -151,15 +151,62 @@ TEST_P(AttentionBf16, ThreadCountIndependent) {
   }
 }
 
-// The float32 route is counted as a slow path (once per kernel call); the VDPBF16PS path is not.
-TEST_P(AttentionBf16, SlowPathCountedOnlyOnF32Route) {
-  const uint64_t before = f32_route_count();
+// Neither path falls back to anything slower (the f32 path once converted whole tensors, counted as a slow path).
+TEST_P(AttentionBf16, TakesNoSlowPath) {
+  const uint64_t before = slow_path_total();
   run_bf16(bf16_problem(1, 2, 1, 20, 8, true, Layout::BHTD, 5));
-  EXPECT_EQ(f32_route_count() - before, GetParam() == Bf16Isa::F32 ? 2u : 0u);
+  EXPECT_EQ(slow_path_total(), before);
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, AttentionBf16, ::testing::Values(Bf16Isa::Avx512Bf16, Bf16Isa::F32),
                          [](const auto& info) { return std::string(detail::bf16_isa_name(info.param)); });
+
+std::vector<float> to_float(const std::vector<BFloat16>& x) {
+  std::vector<float> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = float(x[i]);
+  return y;
+}
+std::vector<BFloat16> rounded(const std::vector<float>& x) {
+  std::vector<BFloat16> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = BFloat16(x[i]);
+  return y;
+}
+
+// The f32 path reads the bfloat16 tensors in the float kernels' tiles: its results are the float kernels' on the
+// widened tensors, each rounded once, to the bit (lse exactly), at every ISA level of the float kernels this CPU
+// runs, for head dims that the kernels read in place (64) and pad (1, 17), causal and full, grouped heads, both
+// layouts. The backward gets the forward's rounded out, as in training.
+TEST(AttentionBf16Kernels, F32PathIsTheFloatKernelsOnWidenedTensorsRoundedOnce) {
+  ASSERT_TRUE(detail::gemm_bf16_force_isa(Bf16Isa::F32));
+  unsigned seed = 900;
+  for (int level : {4, 3, 1}) {
+    const int ran = attention_set_isa_level(level);
+    if (ran != level) continue;  // above this CPU
+    for (int64_t Dh : {1, 17, 64}) {
+      for (bool causal : {false, true}) {
+        const Layout layout = seed % 2 ? Layout::BTHD : Layout::BHTD;
+        const Problem p = bf16_problem(2, 4, 2, 130, Dh, causal, layout, seed++);
+        SCOPED_TRACE(describe(p, layout) + " isa level " + std::to_string(ran));
+        const Bf16Outputs got = run_bf16(p);
+        const std::vector<BFloat16> qb = to_bf16(p.q), kb = to_bf16(p.k), vb = to_bf16(p.v), dob = to_bf16(p.dout);
+        const std::vector<float> q = to_float(qb), k = to_float(kb), v = to_float(vb), dout = to_float(dob);
+        std::vector<float> out(q.size()), lse(got.lse.size()), dq(q.size()), dk(k.size()), dv(v.size());
+        attention_forward<float>(p.s, q.data(), p.qs, k.data(), p.kvs, v.data(), p.kvs, out.data(), p.qs, lse.data());
+        EXPECT_TRUE(same_bits(got.out, rounded(out))) << "out";
+        EXPECT_TRUE(same_bits(got.lse, lse)) << "lse";
+        const std::vector<float> out_rounded = to_float(got.out);
+        attention_backward<float>(p.s, q.data(), p.qs, k.data(), p.kvs, v.data(), p.kvs, out_rounded.data(), p.qs,
+                                  got.lse.data(), dout.data(), p.qs, dq.data(), p.qs, dk.data(), p.kvs, dv.data(),
+                                  p.kvs);
+        EXPECT_TRUE(same_bits(got.dq, rounded(dq))) << "dq";
+        EXPECT_TRUE(same_bits(got.dk, rounded(dk))) << "dk";
+        EXPECT_TRUE(same_bits(got.dv, rounded(dv))) << "dv";
+      }
+    }
+  }
+  attention_set_isa_level(0);
+  detail::gemm_bf16_force_isa(Bf16Isa::Auto);
+}
 
 // Degenerate sizes on the bf16 entry points: nothing to compute, or an empty head dim (lse = log of the visible
 // key count).
