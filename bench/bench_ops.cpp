@@ -85,13 +85,16 @@ BENCHMARK(BM_Unary<ops::tanh>)->Name("BM_Tanh")->Unit(benchmark::kMillisecond)->
 // Row ops over [rows, 1024] (64 Mi elements in, as many out) in float32, and in bfloat16, which the CPU kernels
 // read and write as it is (half the bytes).
 template <DType D>
-void BM_Softmax(benchmark::State& state) {
-  const Tensor x = randn({kElems / 1024, 1024}).to(D);
+void BM_Softmax(benchmark::State& state) {  // rows of the argument's length (1024, and GPT-2's vocabulary 50304)
+  const int64_t n = state.range(0);
+  const Tensor x = randn({kElems / n, n}).to(D);
   for (auto _ : state) benchmark::DoNotOptimize(ops::softmax(x, -1).raw_data());
-  set_bandwidth(state, 2.0 * kElems * double(dtype_size(D)));
+  set_bandwidth(state, 2.0 * double(x.numel()) * double(dtype_size(D)));
 }
-BENCHMARK(BM_Softmax<DType::Float32>)->Name("BM_Softmax")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_Softmax<DType::BFloat16>)->Name("BM_SoftmaxBf16")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Softmax<DType::Float32>)->Name("BM_Softmax")->Arg(1024)->Arg(50304)->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_Softmax<DType::BFloat16>)->Name("BM_SoftmaxBf16")->Arg(1024)->Arg(50304)->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 template <DType D>
 void BM_RMSNorm(benchmark::State& state) {
@@ -102,16 +105,31 @@ void BM_RMSNorm(benchmark::State& state) {
 BENCHMARK(BM_RMSNorm<DType::Float32>)->Name("BM_RMSNorm")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_RMSNorm<DType::BFloat16>)->Name("BM_RMSNormBf16")->Unit(benchmark::kMillisecond)->UseRealTime();
 
-template <DType D>
+// Cross entropy over [kElems / V, V] logits, V = the argument (1024, and GPT-2's 50304); forward, or forward and
+// backward (the backward reads the logits once more and writes their gradient).
+template <DType D, bool kBackward>
 void BM_CrossEntropy(benchmark::State& state) {
-  const int64_t V = 1024, N = kElems / V;
-  const Tensor logits = randn({N, V}).to(D);
+  const int64_t V = state.range(0), N = kElems / V;
+  Tensor logits = randn({N, V}).to(D).requires_grad_(kBackward);
   const Tensor targets = randint(0, V, {N});
-  for (auto _ : state) benchmark::DoNotOptimize(ops::cross_entropy(logits, targets).raw_data());
-  set_bandwidth(state, 1.0 * kElems * double(dtype_size(D)));
+  for (auto _ : state) {
+    Tensor loss = ops::cross_entropy(logits, targets);
+    if constexpr (kBackward) {
+      loss.backward();
+      logits.set_grad(Tensor());  // a fresh gradient each time, as in training (no accumulation timed)
+    }
+    benchmark::DoNotOptimize(loss.raw_data());
+  }
+  set_bandwidth(state, (kBackward ? 3.0 : 1.0) * double(N * V) * double(dtype_size(D)));
 }
-BENCHMARK(BM_CrossEntropy<DType::Float32>)->Name("BM_CrossEntropy")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_CrossEntropy<DType::BFloat16>)->Name("BM_CrossEntropyBf16")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_CrossEntropy<DType::Float32, false>)->Name("BM_CrossEntropy")->Arg(1024)->Arg(50304)
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_CrossEntropy<DType::BFloat16, false>)->Name("BM_CrossEntropyBf16")->Arg(1024)->Arg(50304)
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_CrossEntropy<DType::Float32, true>)->Name("BM_CrossEntropyFwdBwd")->Arg(1024)->Arg(50304)
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_CrossEntropy<DType::BFloat16, true>)->Name("BM_CrossEntropyFwdBwdBf16")->Arg(1024)->Arg(50304)
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Causal attention forward + backward in dtype dt, q/k/v [B, H, T, Dh];
 // FLOPs: forward 4 B H T^2 Dh / 2 (causal half), backward 2.5x that.

@@ -17,20 +17,33 @@ namespace uoe::cpu {
 // vectorise with its ISA); mark the term lambda UOE_FIXED_SUM_TERM so that it is inlined too.
 #define UOE_FIXED_SUM_TERM __attribute__((always_inline))
 constexpr int kFixedSumLanes = 16;
+// The same sum taken in consecutive pieces: add(n, term) adds the next n terms (term(0) is the piece's first). Pieces
+// whose lengths are multiples of kFixedSumLanes keep fixed_order_sum's order; only the last may be shorter.
+template <class T>
+struct FixedOrderSum {
+  T acc[kFixedSumLanes] = {};
+  template <class Term>
+  inline __attribute__((always_inline)) void add(int64_t n, Term&& term) {
+    int64_t j = 0;
+    for (; j + kFixedSumLanes <= n; j += kFixedSumLanes) {
+#pragma omp simd
+      for (int l = 0; l < kFixedSumLanes; ++l) acc[l] += term(j + l);
+    }
+    for (int l = 0; j + l < n; ++l) acc[l] += term(j + l);
+  }
+  inline __attribute__((always_inline)) T total() {
+    for (int w = kFixedSumLanes / 2; w > 0; w /= 2) {
+#pragma omp simd
+      for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
+    }
+    return acc[0];
+  }
+};
 template <class T, class Term>
 inline __attribute__((always_inline)) T fixed_order_sum(int64_t n, Term&& term) {
-  T acc[kFixedSumLanes] = {};
-  int64_t j = 0;
-  for (; j + kFixedSumLanes <= n; j += kFixedSumLanes) {
-#pragma omp simd
-    for (int l = 0; l < kFixedSumLanes; ++l) acc[l] += term(j + l);
-  }
-  for (int l = 0; j + l < n; ++l) acc[l] += term(j + l);
-  for (int w = kFixedSumLanes / 2; w > 0; w /= 2) {
-#pragma omp simd
-    for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
-  }
-  return acc[0];
+  FixedOrderSum<T> sum;
+  sum.add(n, term);
+  return sum.total();
 }
 
 // Σ v[j]² in float64, in vector lanes (one sequential chain of float64 adds ran at the add's latency: the gradient

@@ -1,7 +1,9 @@
 // The CPU cross-entropy helpers of the op (ops/kernels/rowwise.h, in ops/cpu/rowwise_kernels.cpp): the reporting target check, the mean loss, the
-// per-row scale and bfloat16 logits, against the float32 kernels they build on.
+// per-row scale and bfloat16 logits, against the float32 kernels they build on; and the backward of rows longer
+// than the pieces the kernel works in, against the formula.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -93,6 +95,35 @@ TEST(CrossEntropyKernels, Bfloat16LogitsAreTheFloat32KernelsOnWidenedValues) {
   convert_f32_to_bf16(want_d.data(), want16.data(), int64_t(want_d.size()));
   convert_bf16_to_f32(want16.data(), want_d.data(), int64_t(want_d.size()));
   EXPECT_TRUE(same_bits(d, want_d));
+}
+
+// The backward goes through a row in pieces of 4096 columns: targets at a piece's first and last column, in the
+// last (shorter) piece and in the first, against (softmax - onehot) * scale in float64, in float32 and bfloat16.
+TEST(CrossEntropyKernels, BackwardOfLongRowsIsSoftmaxMinusOneHot) {
+  const int64_t rows = 6, v = 9000;
+  Generator g(5);
+  const std::vector<float> x = (randn({rows, v}, {}, &g) * 3.0).to_vector<float>();
+  const std::vector<int64_t> t = {0, 4095, 4096, 8999, 6000, kIgnore};
+  const std::vector<float> scale = {0.5f, -1.0f, 2.0f, 0.25f, 1.0f, 3.0f};
+  std::vector<float> loss(rows), lse(rows), d(x.size());
+  cpu::cross_entropy_forward(rows, v, x.data(), t.data(), kIgnore, loss.data(), lse.data());
+  cpu::cross_entropy_backward(rows, v, x.data(), t.data(), kIgnore, lse.data(), scale.data(), d.data());
+  std::vector<BFloat16> x16(x.size()), d16(x.size());
+  convert_f32_to_bf16(x.data(), x16.data(), int64_t(x.size()));
+  cpu::cross_entropy_backward(rows, v, x16.data(), t.data(), kIgnore, lse.data(), scale.data(), d16.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0;
+    for (int64_t j = 0; j < v; ++j) sum += std::exp(double(x[size_t(r * v + j)]));
+    for (int64_t j = 0; j < v; ++j) {
+      const size_t i = size_t(r * v + j);
+      const double p = std::exp(double(x[i])) / sum, s = scale[size_t(r)];
+      const double want = t[size_t(r)] == kIgnore ? 0.0 : (p - (j == t[size_t(r)] ? 1.0 : 0.0)) * s;
+      ASSERT_NEAR(d[i], want, 1e-6 * std::abs(s)) << "row " << r << " column " << j;
+      const double p16 = std::exp(double(float(x16[i])) - double(lse[size_t(r)]));  // the widened logit
+      const double want16 = t[size_t(r)] == kIgnore ? 0.0 : (p16 - (j == t[size_t(r)] ? 1.0 : 0.0)) * s;
+      ASSERT_NEAR(float(d16[i]), want16, 1e-6 * std::abs(s) + std::abs(want16) / 128) << "bf16 row " << r << " column " << j;
+    }
+  }
 }
 
 }  // namespace
