@@ -6,7 +6,8 @@
 # Checks: $OUT holds at most 6 files; the archive lists the logs; the last block printed is the summary, under
 # 10 KB, with its headings, naming the failing, crashing and hanging test with their first error lines; a second
 # run stopped by SIGTERM still leaves the archive and a summary; the bars compare attention with PyTorch's SDPA
-# (the summary of a fixture folder with made-up figures, labelled as such).
+# and show expert_ffn's figure with its plan beside the ratio (the summary of a fixture folder with made-up
+# figures, labelled as such).
 # Usage: bench/gpu_check_dryrun.sh [BUILD_DIR]   (default: build, the build of docs/GUIDE.md, which includes CUDA
 # wherever nvcc is installed; a build without CUDA is refused); about a minute.
 set -uo pipefail
@@ -82,14 +83,16 @@ check "the summary names the interrupted stage" grep -qE "^  [a-z0-9-]+ +interru
 check "the summary was printed last" test "$(tail -1 "$tmp/console2.txt")" = "$(tail -1 "$tmp/out2/summary.txt")"
 sed -n '/^== stages/,/^== benchmark/p' "$tmp/out2/summary.txt" | grep -v '^== benchmark'
 
-echo "== the bars against PyTorch SDPA (fixture folder: made-up figures, not measurements)"
+echo "== the bars against PyTorch SDPA, and expert_ffn's (fixture folder: made-up figures, not measurements)"
 fixture=$tmp/fixture
 mkdir -p "$fixture"
 cat > "$fixture/bench.json" << 'JSON'
 {"benchmarks": [
  {"name": "BM_GpuAttentionFwdBf16/128/4096/0/manual_time", "TFLOP/s": 300.0, "real_time": 1.0, "time_unit": "ms"},
- {"name": "BM_GpuAttentionBwdBf16/128/4096/0/manual_time", "TFLOP/s": 200.0, "real_time": 1.0, "time_unit": "ms"}],
- "families": {"BM_GpuAttentionFwdBf16": "exit 0", "BM_GpuAttentionBwdBf16": "exit 0"}}
+ {"name": "BM_GpuAttentionBwdBf16/128/4096/0/manual_time", "TFLOP/s": 200.0, "real_time": 1.0, "time_unit": "ms"},
+ {"name": "BM_GpuExpertFfnBf16/512/0/manual_time", "TFLOP/s": 450.0, "with_plan_TFLOP/s": 350.0,
+  "dense_TFLOP/s": 600.0, "ratio": 0.75, "real_time": 1.0, "time_unit": "ms"}],
+ "families": {"BM_GpuAttentionFwdBf16": "exit 0", "BM_GpuAttentionBwdBf16": "exit 0", "BM_GpuExpertFfnBf16": "exit 0"}}
 JSON
 cat > "$fixture/peer-ops.json" << 'JSON'
 {"torch": "fixture", "device": "fixture", "gemm_bf16": [], "attention_bf16": [
@@ -100,6 +103,9 @@ grep "SDPA's" "$tmp/fixture.txt"
 check "forward 300 vs SDPA 400: FAIL at 0.75x" grep -q "SDPA's forward .* FAIL  0.75 x (bar >= 0.8 x); uoe 300 vs SDPA 400" \
   "$tmp/fixture.txt"
 check "backward 200 vs SDPA 220: PASS at 0.909x" grep -q "SDPA's backward .* PASS  0.909 x" "$tmp/fixture.txt"
+grep "expert_ffn" "$tmp/fixture.txt"
+check "expert_ffn 0.75 of dense: PASS, with the plan's figure" \
+  grep -q "expert_ffn / dense GEMMs.* PASS  0.75 .*with its plan (one host sync) 350 TFLOP/s" "$tmp/fixture.txt"
 
 echo "== the summary of dry run 1, as printed last"
 printf '%s\n' "$summary"
