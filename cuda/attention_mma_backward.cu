@@ -24,7 +24,7 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_kv_mma_kernel(const MmaArgs
   uint16_t* Vs = Ks + kBK * LDS;                         // [kBK][LDS]
   uint16_t* Qs = Vs + kBK * LDS;                         // [2][kQC][LDS]
   uint16_t* dOs = Qs + 2 * kQC * LDS;                    // [2][kQC][LDS]
-  float* Ls = reinterpret_cast<float*>(dOs + 2 * kQC * LDS);  // [2][kQC] lse * log2(e)
+  float* Ls = reinterpret_cast<float*>(dOs + 2 * kQC * LDS);  // [2][kQC] lse
   float* Ds = Ls + 2 * kQC;                                   // [2][kQC] rowsum(dO ⊙ O)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3, w0 = warp * 16;
   const int64_t BHk = a.B * a.Hkv, task = blockIdx.x, bh = task % BHk, kb = task / BHk;
@@ -32,17 +32,18 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_kv_mma_kernel(const MmaArgs
   const int64_t nqc = (a.T + kQC - 1) / kQC, qc0 = a.causal ? j0 / kQC : 0, per_head = nqc - qc0;
   const int64_t total = a.G * per_head;
 
-  // Issues the loads of chunk `it` (q head hk*G + it / per_head, chunk qc0 + it % per_head) into buffer buf.
+  // Issues the loads of chunk `it` (q head hk*G + it / per_head, chunk qc0 + it % per_head) into buffer buf, all
+  // asynchronous (a plain load of lse or D would stall its warp, and the block at the next barrier, every chunk).
   auto load_chunk = [&](int64_t it, int buf) {
     const int64_t h = hk * a.G + it / per_head, i0 = (qc0 + it % per_head) * kQC;
     load_tile_async<DH>(Qs + buf * kQC * LDS, LDS, a.q + b * a.qs.batch + h * a.qs.head, a.qs.time, i0, kQC, a.T);
     load_tile_async<DH>(dOs + buf * kQC * LDS, LDS, a.dout + b * a.dos.batch + h * a.dos.head, a.dos.time, i0, kQC,
                         a.T);
-    for (int i = threadIdx.x; i < kQC; i += kThreads) {
+    for (int i = threadIdx.x; i < kQC; i += kThreads) {  // rows >= T: zeros
       const bool ok = i0 + i < a.T;
-      const int64_t r = (b * a.H + h) * a.T + i0 + i;
-      Ls[buf * kQC + i] = ok ? a.lse_in[r] * kLog2e : 0.0f;
-      Ds[buf * kQC + i] = ok ? a.dsum[r] : 0.0f;
+      const int64_t r = (b * a.H + h) * a.T + (ok ? i0 + i : 0);
+      cp_async4(smem_u32(Ls + buf * kQC + i), a.lse_in + r, ok);
+      cp_async4(smem_u32(Ds + buf * kQC + i), a.dsum + r, ok);
     }
   };
   load_tile_async<DH>(Ks, LDS, a.k + b * a.ks.batch + hk * a.ks.head, a.ks.time, j0, kBK, a.T);
@@ -101,7 +102,7 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_kv_mma_kernel(const MmaArgs
       for (int e = 0; e < 4; ++e) {
         const int il = nt * 8 + 2 * tq + (e & 1), j = jb + 8 * (e >> 1), i = ib + il;
         const bool ok = i < Ti && j < Ti && (!a.causal || j <= i);
-        const float p = ok ? exp2f(st[nt][e] * a.scale_log2 - Lc[il]) : 0.0f;
+        const float p = ok ? exp2f(st[nt][e] * a.scale_log2 - __fmul_rn(Lc[il], kLog2e)) : 0.0f;
         st[nt][e] = p;
         dpt[nt][e] = p * (dpt[nt][e] - Dc[il]);
       }
