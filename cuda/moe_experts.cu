@@ -1,5 +1,5 @@
 // uoe::cuda grouped SwiGLU experts (expert_ffn forward and backward): gather rows by expert, one grouped cuBLAS call
-// per GEMM stage, SwiGLU, combine and scatter back; float, double and bfloat16.
+// per GEMM stage, SwiGLU, combine and scatter back (the row kernels: cuda/moe_rows.cuh); float, double and bfloat16.
 #include "ops/kernels/moe.h"
 
 #include <cuda_runtime.h>
@@ -9,10 +9,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "cuda/activation.cuh"
-#include "cuda/moe_common.cuh"
 #include "cuda/grouped_gemm.h"
-#include "cuda/storage_access.cuh"
+#include "cuda/moe_common.cuh"
+#include "cuda/moe_rows.cuh"
 
 namespace uoe::cuda {
 namespace {
@@ -54,13 +53,6 @@ class StageGemms {
 };
 
 // ---- grouped SwiGLU experts -------------------------------------------------------------------------------
-// The plan on the device: sorted row -> pair id, pair id -> sorted row (-1 empty), sorted row -> expert.
-struct PlanView {
-  const int64_t* pair;        // [P]
-  const int64_t* row;         // [T*K]
-  const int64_t* row_expert;  // [P]
-};
-
 // The device arrays of a plan, laid out in its storage as [pair | row | row_expert].
 PlanView view_of(const DeviceExpertPlan& plan, const ExpertShape& s) {
   PlanView v{};
@@ -74,105 +66,6 @@ void check_plan(const ExpertShape& s, const DeviceExpertPlan& plan, const char* 
   UOE_CHECK(int64_t(plan.offsets.size()) == s.n + 1 && plan.bad_slot < 0 && plan.storage.defined() &&
                 plan.storage.numel() == 2 * plan.rows() + s.T * s.K,
             "[", op, "] expert plan does not match the shape (T=", s.T, ", K=", s.K, ", n=", s.n, ")");
-}
-
-// Per sorted row i (token t = pair / K, expert e): xs[i] = x[t]; gs[i] = gate[t, e] (gn == 1, a shared gate:
-// gate[t, 0]); dys[i] = dy[t]; ws[i] = weights[pair]. Nullable outputs are skipped. One block per row, threads
-// over the columns.
-template <typename T>
-__global__ void gather_rows_kernel(int64_t P, int64_t K, int64_t gn, int64_t d, int64_t dg, PlanView pv, const T* x,
-                                   T* xs, const T* gate, T* gs, const T* dy, T* dys, const T* weights, T* ws) {
-  for (int64_t i = blockIdx.x; i < P; i += gridDim.x) {
-    const int64_t pr = pv.pair[i], t = pr / K;
-    for (int64_t c = threadIdx.x; c < d; c += blockDim.x) xs[i * d + c] = x[t * d + c];
-    if (gs) {
-      const T* g = gate + (t * gn + (gn == 1 ? 0 : pv.row_expert[i])) * dg;
-      for (int64_t c = threadIdx.x; c < dg; c += blockDim.x) gs[i * dg + c] = g[c];
-    }
-    if (dys)
-      for (int64_t c = threadIdx.x; c < d; c += blockDim.x) dys[i * d + c] = dy[t * d + c];
-    if (ws && threadIdx.x == 0) ws[i] = weights[pr];
-  }
-}
-
-// a = silu(hg) * hp                                                                       hg, hp, a: [count]
-template <typename S>
-__global__ void swiglu_forward_kernel(int64_t count, const S* hg, const S* hp, S* a) {
-  using C = compute_t<S>;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count; e += int64_t(gridDim.x) * blockDim.x)
-    store_as(a + e, silu(load_as<C>(hg + e)) * load_as<C>(hp + e));
-}
-
-// One warp per sorted row (as swiglu_backward_row on the CPU). In: hg = H_g, hp = H_p, g = dY Wd^T, ws = routing
-// weight. Out: g <- w A, dhg = dH_g, dhp = dH_p, dweights[pair] = <A, g> (fixed lane split and shuffle tree).
-template <typename S>
-__global__ void swiglu_backward_kernel(int64_t P, int64_t R, const S* ws, const S* hg, const S* hp, S* g, S* dhg,
-                                       S* dhp, PlanView pv, S* dweights) {
-  using C = compute_t<S>;
-  const int lane = threadIdx.x & 31, warps = blockDim.x / 32;
-  for (int64_t i = blockIdx.x * int64_t(warps) + threadIdx.x / 32; i < P; i += int64_t(gridDim.x) * warps) {
-    const C w = load_as<C>(ws + i);
-    const S *hgi = hg + i * R, *hpi = hp + i * R;
-    S *gi = g + i * R, *dhgi = dhg + i * R, *dhpi = dhp + i * R;
-    C dot = C(0);
-    for (int64_t j = lane; j < R; j += 32) {
-      const C h = load_as<C>(hgi + j), p = load_as<C>(hpi + j), gj = load_as<C>(gi + j);
-      const C sl = silu(h);
-      const C a = sl * p;
-      dot += a * gj;
-      const C da = w * gj;
-      store_as(gi + j, w * a);
-      store_as(dhgi + j, da * p * silu_grad(h));
-      store_as(dhpi + j, da * sl);
-    }
-    for (int off = 16; off > 0; off /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, off);
-    if (dweights && lane == 0) store_as(dweights + pv.pair[i], dot);
-  }
-}
-
-// y_t = sum_k w_{t,k} o[row(t,k)], slots in k order. One block per token, threads over the columns.
-template <typename S>
-__global__ void combine_kernel(int64_t T_, int64_t K, int64_t d, PlanView pv, const S* weights, const S* o, S* y) {
-  using C = compute_t<S>;
-  for (int64_t t = blockIdx.x; t < T_; t += gridDim.x)
-    for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
-      C acc = C(0);
-      for (int64_t k = 0; k < K; ++k) {
-        const int64_t r = pv.row[t * K + k];
-        if (r >= 0) acc += load_as<C>(weights + t * K + k) * load_as<C>(o + r * d + c);
-      }
-      store_as(y + t * d + c, acc);
-    }
-}
-
-// Per token, slots in k order: dx_t = sum_k dxs[row]; dgate[t, e] = sum_{k: expert e} dgs[row] (0 for
-// unselected experts; gn == 1, a shared gate: dgate[t, 0] = sum_k dgs[row]); dweights of empty slots = 0.
-// Nullable outputs are skipped.
-template <typename S>
-__global__ void scatter_back_kernel(int64_t T_, int64_t K, int64_t gn, int64_t d, int64_t dg, PlanView pv,
-                                    const S* dxs, S* dx, const S* dgs, S* dgate, S* dweights) {
-  using C = compute_t<S>;
-  for (int64_t t = blockIdx.x; t < T_; t += gridDim.x) {
-    const int64_t* rows = pv.row + t * K;
-    if (dweights)
-      for (int64_t k = threadIdx.x; k < K; k += blockDim.x)
-        if (rows[k] < 0) store_as(dweights + t * K + k, C(0));
-    if (dx)
-      for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
-        C acc = C(0);
-        for (int64_t k = 0; k < K; ++k)
-          if (rows[k] >= 0) acc += load_as<C>(dxs + rows[k] * d + c);
-        store_as(dx + t * d + c, acc);
-      }
-    if (dgate)
-      for (int64_t j = threadIdx.x; j < gn * dg; j += blockDim.x) {
-        const int64_t e = j / dg, c = j % dg;
-        C acc = C(0);
-        for (int64_t k = 0; k < K; ++k)
-          if (rows[k] >= 0 && (gn == 1 || pv.row_expert[rows[k]] == e)) acc += load_as<C>(dgs + rows[k] * dg + c);
-        store_as(dgate + t * gn * dg + j, acc);
-      }
-  }
 }
 
 // Zeroes the weight gradients where no GEMM writes: outside the neuron range [r0, r1) and, entirely, experts
@@ -220,7 +113,8 @@ void expert_forward(const ExpertShape& s, const DeviceExpertPlan& plan, const S*
   S* hg = h ? h : kept.get<S>();  // [P, R]
   S* hp = hg + P * R;             // [P, R]
   gather_rows_kernel<S><<<row_blocks(P), kThreads, 0, c.stream>>>(
-      P, s.K, s.gate_rows(), d, dg, pv, x, xs.get<S>(), gate, gs.get<S>(), nullptr, nullptr, nullptr, nullptr);
+      P, s.K, s.gate_rows(), d, dg, pv, x, xs.get<S>(), gate, gs.get<S>(), nullptr, nullptr, nullptr, nullptr,
+      vec16_rows<S>(d, {x, xs.get<S>()}), vec16_rows<S>(dg, {gate, gs.get<S>()}));
   check_launch(op);
   const S* G = gate ? gs.get<S>() : xs.get<S>();
   StageGemms<S> gemms(op);
@@ -231,7 +125,8 @@ void expert_forward(const ExpertShape& s, const DeviceExpertPlan& plan, const S*
     gemms.add(false, false, m, R, d, xs.get<S>() + off * d, d, wu + e * d * D + s.r0, D, hp + off * R, R);
   }
   gemms.run();
-  swiglu_forward_kernel<S><<<blocks_for(P * R), kThreads, 0, c.stream>>>(P * R, hg, hp, a.get<S>());
+  swiglu_forward_kernel<S><<<blocks_for(P * R), kThreads, 0, c.stream>>>(P * R, hg, hp, a.get<S>(),
+                                                                         vec8_bf16<S>(P * R, {hg, hp, a.get<S>()}));
   check_launch(op);
   for (int64_t e = 0; e < s.n; ++e) {  // O_e = A_e Wd[e][r0:r1, :]
     const int64_t off = plan.offsets[size_t(e)], m = plan.offsets[size_t(e + 1)] - off;
@@ -239,7 +134,8 @@ void expert_forward(const ExpertShape& s, const DeviceExpertPlan& plan, const S*
     gemms.add(false, false, m, d, R, a.get<S>() + off * R, R, wd + (e * D + s.r0) * d, d, o.get<S>() + off * d, d);
   }
   gemms.run();
-  combine_kernel<S><<<row_blocks(s.T), kThreads, 0, c.stream>>>(s.T, s.K, d, pv, weights, o.get<S>(), y);
+  combine_kernel<S><<<row_blocks(s.T), kThreads, 0, c.stream>>>(s.T, s.K, d, pv, weights, o.get<S>(), y,
+                                                                 vec8_bf16<S>(d, {o.get<S>(), y}));
   check_launch(op);
 }
 
@@ -267,7 +163,8 @@ void expert_backward(const ExpertShape& s, const DeviceExpertPlan& plan, const S
                dxs = buffer<S>(c, dx ? P * d : 0), dgs = buffer<S>(c, dgate ? P * dg : 0);
   const S *hg = h, *hp = h + P * R;  // the forward's H_g, H_p [P, R]
   gather_rows_kernel<S><<<row_blocks(P), kThreads, 0, c.stream>>>(
-      P, K, s.gate_rows(), d, dg, pv, x, xs.get<S>(), gate, gs.get<S>(), dy, dys.get<S>(), weights, ws.get<S>());
+      P, K, s.gate_rows(), d, dg, pv, x, xs.get<S>(), gate, gs.get<S>(), dy, dys.get<S>(), weights, ws.get<S>(),
+      vec16_rows<S>(d, {x, xs.get<S>(), dy, dys.get<S>()}), vec16_rows<S>(dg, {gate, gs.get<S>()}));
   check_launch(op);
   const S* G = gate ? gs.get<S>() : xs.get<S>();
   StageGemms<S> gemms(op);
@@ -280,8 +177,9 @@ void expert_backward(const ExpertShape& s, const DeviceExpertPlan& plan, const S
   {  // gb <- w A, dH_g, dH_p, dweights of the selected slots
     const int warps = kThreads / 32;
     const unsigned blocks = unsigned(std::clamp<int64_t>((P + warps - 1) / warps, 1, int64_t(1) << 20));
+    const bool vec = vec8_bf16<S>(R, {hg, hp, gb.get<S>(), dhg.get<S>(), dhp.get<S>()});
     swiglu_backward_kernel<S><<<blocks, kThreads, 0, c.stream>>>(P, R, ws.get<S>(), hg, hp, gb.get<S>(),
-                                                                 dhg.get<S>(), dhp.get<S>(), pv, dweights);
+                                                                 dhg.get<S>(), dhp.get<S>(), pv, dweights, vec);
     check_launch(op);
   }
   // Two grouped calls: every product that writes its own output, then the one that accumulates onto dX_e.
@@ -306,8 +204,9 @@ void expert_backward(const ExpertShape& s, const DeviceExpertPlan& plan, const S
   gemms.run();
   accumulate.run();
   if ((dx || dgate || dweights) && s.T > 0) {
-    scatter_back_kernel<S><<<row_blocks(s.T), kThreads, 0, c.stream>>>(s.T, K, s.gate_rows(), d, dg, pv,
-                                                                       dxs.get<S>(), dx, dgs.get<S>(), dgate, dweights);
+    scatter_back_kernel<S><<<row_blocks(s.T), kThreads, 0, c.stream>>>(
+        s.T, K, s.gate_rows(), d, dg, pv, dxs.get<S>(), dx, dgs.get<S>(), dgate, dweights,
+        vec8_bf16<S>(d, {dxs.get<S>(), dx}));
     check_launch(op);
   }
 }
