@@ -43,12 +43,18 @@ void run_attention(benchmark::State& state, bool backward, AttnDtype dtype) {
   if (!have_gpu(state)) return;
   try {
     const int64_t Dh = state.range(0), T = state.range(1), H = 2048 / Dh, B = std::max<int64_t>(16384 / T, 1);
-    // bf16 forward: rows per warp 16 x m_tiles (third argument; 0: the default kernel), put back on the way out
-    struct MTiles {
-      int before = cuda::detail::attention_forward_m_tiles();
-      ~MTiles() { cuda::detail::set_attention_forward_m_tiles(before); }
-    } restore_m_tiles;
+    // bf16: the forward's rows per warp 16 x m_tiles (third argument; 0: the default kernel) and the task order
+    // (fourth: 0 the default, tiles inner; 1 heads inner), put back on the way out
+    struct Settings {
+      int m_tiles = cuda::detail::attention_forward_m_tiles();
+      bool tiles_inner = cuda::detail::attention_tiles_inner();
+      ~Settings() {
+        cuda::detail::set_attention_forward_m_tiles(m_tiles);
+        cuda::detail::set_attention_tiles_inner(tiles_inner);
+      }
+    } restore_settings;
     if (state.range(2) > 0) cuda::detail::set_attention_forward_m_tiles(int(state.range(2)));
+    cuda::detail::set_attention_tiles_inner(state.range(3) == 0);
     const bool bf16 = dtype == AttnDtype::Bf16;
     const DType dt = bf16 ? DType::BFloat16 : DType::Float32;
     cuda::DeviceGuard guard(0);
@@ -88,7 +94,8 @@ void run_attention(benchmark::State& state, bool backward, AttnDtype dtype) {
     const bool tc = bf16 && cuda::attention_bf16_uses_tensor_cores(s, {q.raw_data(), k.raw_data(), v.raw_data()}, {st});
     state.SetLabel(std::string(bf16 ? "bf16" : "f32") + (tc ? " mma" : " scalar") + " B=" + std::to_string(B) +
                    " H=" + std::to_string(H) +
-                   (tc && !backward ? " m_tiles=" + std::to_string(cuda::detail::attention_forward_m_tiles()) : ""));
+                   (tc && !backward ? " m_tiles=" + std::to_string(cuda::detail::attention_forward_m_tiles()) : "") +
+                   (tc ? cuda::detail::attention_tiles_inner() ? " tiles inner" : " heads inner" : ""));
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
@@ -99,19 +106,22 @@ void BM_GpuAttentionBwdBf16(benchmark::State& state) { run_attention(state, true
 void BM_GpuAttentionFwdF32(benchmark::State& state) { run_attention(state, false, AttnDtype::F32); }
 void BM_GpuAttentionBwdF32(benchmark::State& state) { run_attention(state, true, AttnDtype::F32); }
 
+// Arguments: head dim, T, the forward's m-tiles (0: the default), task order (0: the default, 1: heads inner).
 BENCHMARK(BM_GpuAttentionFwdBf16)
-    ->ArgsProduct({{64, 128}, {1024, 2048, 4096, 8192}, {0}})
-    ->Args({96, 1024, 0})  // 3b-*'s head dim at its training length
-    ->ArgsProduct({{64, 128}, {1024, 4096}, {1}})  // the 64-query-tile kernel beside the default
+    ->ArgsProduct({{64, 128}, {1024, 2048, 4096, 8192}, {0}, {0}})
+    ->Args({96, 1024, 0, 0})  // 3b-*'s head dim at its training length
+    ->ArgsProduct({{64, 128}, {1024, 4096}, {1}, {0}})  // the 64-query-tile kernel beside the default
+    ->ArgsProduct({{128}, {4096, 8192}, {0}, {1}})  // the other task order beside the default
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GpuAttentionBwdBf16)
-    ->ArgsProduct({{64, 128}, {1024, 2048, 4096, 8192}, {0}})
-    ->Args({96, 1024, 0})
+    ->ArgsProduct({{64, 128}, {1024, 2048, 4096, 8192}, {0}, {0}})
+    ->Args({96, 1024, 0, 0})
+    ->ArgsProduct({{128}, {4096, 8192}, {0}, {1}})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_GpuAttentionFwdF32)->Args({64, 1024, 0})->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_GpuAttentionBwdF32)->Args({64, 1024, 0})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GpuAttentionFwdF32)->Args({64, 1024, 0, 0})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GpuAttentionBwdF32)->Args({64, 1024, 0, 0})->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // ---- expert FFN: m tokens per expert (balanced), two shapes (kExpertShapes) --------------------------------------
 // float32 with TF32, or bfloat16 (float32 accumulation). Work (forward + backward) = 9 GEMMs of 2·P·d·D FLOPs

@@ -148,8 +148,8 @@ def bars(runs, ops, mfu3b, drift3b):
         hit = [a for a in (ops or {}).get("attention_bf16", []) if a["dh"] == 128 and a["T"] == 4096]
         return hit[0][key] if hit else None
 
-    fwd = bench(r"^BM_GpuAttentionFwdBf16/128/4096/0/", "TFLOP/s")
-    bwd = bench(r"^BM_GpuAttentionBwdBf16/128/4096/0/", "TFLOP/s")
+    fwd = bench(r"^BM_GpuAttentionFwdBf16/128/4096/0/0/", "TFLOP/s")
+    bwd = bench(r"^BM_GpuAttentionBwdBf16/128/4096/0/0/", "TFLOP/s")
     train = {b.get("label"): b for b in runs if b["name"].startswith("BM_GpuTrainStep") and not b.get("error_occurred")}
     uoe, moe = (train.get(p, {}).get("tokens/s") for p in ("small-uoe", "small-moe"))
     bar("bf16 GEMM 8192^3", bench(r"^BM_GpuGemmBf16/8192/", "TFLOP/s"), 600, "TFLOP/s")

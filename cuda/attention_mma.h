@@ -1,6 +1,6 @@
 // The GPU attention's tensor-core internals (the family's interface is ops/kernels/attention.h): the bf16
-// mma.sync kernels of cuda/attention_mma_forward.cu and cuda/attention_mma_backward.cu, and the forward's tile
-// setting, a process-wide switch for benchmarks and parity tests.
+// mma.sync kernels of cuda/attention_mma_forward.cu and cuda/attention_mma_backward.cu, and their tile settings,
+// process-wide switches for benchmarks and parity tests.
 #pragma once
 #include <cstdint>
 
@@ -14,6 +14,12 @@ inline bool mma_head_dim(int64_t Dh) { return Dh == 64 || Dh == 96 || Dh == 128;
 // default: 128-query tiles, each K/V fragment feeds two MMAs). Process-wide; for benchmarks and parity tests.
 void set_attention_forward_m_tiles(int m_tiles);
 int attention_forward_m_tiles();
+// Which block takes which (head, tile) task, in all three kernels: tiles inner (the default: a head's tiles run side by
+// side and stream its K and V, or Q and dO, through L2 together) or heads inner (every head's heaviest tile, then
+// every head's next one: the order before 2026-12-07, when each resident block streamed a different head's K and V
+// from memory). Heaviest tile first either way. Process-wide; for benchmarks and parity tests.
+void set_attention_tiles_inner(bool tiles_inner);
+bool attention_tiles_inner();
 // Tensor-core bf16 kernels; raw bf16 bits, preconditions checked by the callers (cuda::attention_forward_bf16,
 // attention_backward_bf16). dsum: contiguous [B, H, T] float, rowsum(dout ⊙ out).
 void attention_forward_mma(const AttnShape& s, const uint16_t* q, AttnStrides qs, const uint16_t* k, AttnStrides ks,

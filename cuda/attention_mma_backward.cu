@@ -27,8 +27,9 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_kv_mma_kernel(const MmaArgs
   float* Ls = reinterpret_cast<float*>(dOs + 2 * kQC * LDS);  // [2][kQC] lse
   float* Ds = Ls + 2 * kQC;                                   // [2][kQC] rowsum(dO ⊙ O)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3, w0 = warp * 16;
-  const int64_t BHk = a.B * a.Hkv, task = blockIdx.x, bh = task % BHk, kb = task / BHk;
-  const int64_t b = bh / a.Hkv, hk = bh % a.Hkv, j0 = kb * kBK;
+  const int64_t BHk = a.B * a.Hkv;
+  const Task task = block_task(BHk, a.nkb, a.tiles_inner);  // heavy causal tiles (the first) first
+  const int64_t bh = task.head, kb = task.rank, b = bh / a.Hkv, hk = bh % a.Hkv, j0 = kb * kBK;
   const int64_t nqc = (a.T + kQC - 1) / kQC, qc0 = a.causal ? j0 / kQC : 0, per_head = nqc - qc0;
   const int64_t total = a.G * per_head;
 
@@ -160,8 +161,9 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_q_mma_kernel(const MmaArgs 
   uint16_t* Ks = dOs + kBQ * LDS;                        // [2][kBK][LDS]
   uint16_t* Vs = Ks + 2 * kBK * LDS;                     // [2][kBK][LDS]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3, w0 = warp * 16;
-  const int64_t BH = a.B * a.H, task = blockIdx.x, qb = a.nqb - 1 - task / BH, bh = task % BH;
-  const int64_t b = bh / a.H, h = bh % a.H, hk = h / a.G, i0 = qb * kBQ;
+  const int64_t BH = a.B * a.H;
+  const Task task = block_task(BH, a.nqb, a.tiles_inner);  // heavy causal tiles (the last) first
+  const int64_t qb = a.nqb - 1 - task.rank, bh = task.head, b = bh / a.H, h = bh % a.H, hk = h / a.G, i0 = qb * kBQ;
   const uint16_t* kp = a.k + b * a.ks.batch + hk * a.ks.head;
   const uint16_t* vp = a.v + b * a.vs.batch + hk * a.vs.head;
   const int64_t nk = a.causal ? min64(a.nkb, qb + 1) : a.nkb;

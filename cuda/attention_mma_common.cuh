@@ -108,10 +108,22 @@ __device__ __forceinline__ void load_tile_async(uint16_t* dst, int lds, const ui
 
 __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
+// The task of this block among heads x tiles: its head in [0, heads) and the rank of its tile in [0, tiles), rank 0
+// the heaviest; tiles inner (consecutive blocks: one head's tiles) or heads inner (consecutive blocks: one tile rank
+// of every head).
+struct Task {
+  int64_t head, rank;
+};
+__device__ __forceinline__ Task block_task(int64_t heads, int64_t tiles, bool tiles_inner) {
+  const int64_t task = blockIdx.x;
+  return tiles_inner ? Task{task / tiles, task % tiles} : Task{task % heads, task / heads};
+}
+
 struct MmaArgs {
   int64_t B, H, Hkv, T, G, nqb, nkb;
   float scale, scale_log2;  // scale, scale * log2(e)
   bool causal;
+  bool tiles_inner;  // the task order (attention_tiles_inner)
   const uint16_t *q, *k, *v, *dout;
   AttnStrides qs, ks, vs, os, dos, dqs, dks, dvs;
   uint16_t *out, *dq, *dk, *dv;
@@ -149,6 +161,7 @@ MmaArgs make_args(const AttnShape& s, const char* op) {
   a.nqb = (s.T + kBQ - 1) / kBQ, a.nkb = (s.T + kBK - 1) / kBK;
   a.scale = float(s.scale), a.scale_log2 = float(s.scale * 1.4426950408889634);
   a.causal = s.causal;
+  a.tiles_inner = attention_tiles_inner();
   return a;
 }
 

@@ -25,8 +25,9 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_mma_kernel(const MmaArgs a)
   uint16_t* Ks = Qs + BQ * LDS;                          // [2][kBK][LDS]
   uint16_t* Vs = Ks + 2 * kBK * LDS;                     // [2][kBK][LDS]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3, w0 = warp * 16;
-  const int64_t nqb = (a.T + BQ - 1) / BQ, BH = a.B * a.H, task = blockIdx.x, qb = nqb - 1 - task / BH;
-  const int64_t bh = task % BH, b = bh / a.H, h = bh % a.H, hk = h / a.G, i0 = qb * BQ;
+  const int64_t nqb = (a.T + BQ - 1) / BQ, BH = a.B * a.H;
+  const Task task = block_task(BH, nqb, a.tiles_inner);  // heavy causal tiles (the last) first
+  const int64_t qb = nqb - 1 - task.rank, bh = task.head, b = bh / a.H, h = bh % a.H, hk = h / a.G, i0 = qb * BQ;
   const uint16_t* qp = a.q + b * a.qs.batch + h * a.qs.head;
   const uint16_t* kp = a.k + b * a.ks.batch + hk * a.ks.head;
   const uint16_t* vp = a.v + b * a.vs.batch + hk * a.vs.head;
@@ -182,6 +183,7 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_mma_kernel(const MmaArgs a)
 }
 
 std::atomic<int> g_forward_m_tiles{2};
+std::atomic<bool> g_tiles_inner{true};
 
 }  // namespace
 
@@ -190,6 +192,8 @@ void set_attention_forward_m_tiles(int m_tiles) {
   g_forward_m_tiles = m_tiles;
 }
 int attention_forward_m_tiles() { return g_forward_m_tiles; }
+void set_attention_tiles_inner(bool tiles_inner) { g_tiles_inner = tiles_inner; }
+bool attention_tiles_inner() { return g_tiles_inner; }
 
 void attention_forward_mma(const AttnShape& s, const uint16_t* q, AttnStrides qs, const uint16_t* k, AttnStrides ks,
                            const uint16_t* v, AttnStrides vs, uint16_t* out, AttnStrides os, float* lse) {

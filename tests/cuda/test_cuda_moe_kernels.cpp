@@ -356,8 +356,13 @@ void check_attention_bf16(const AttnCase& c, bool expect_tensor_cores) {
                                  ptr<float>(dv), ks);
   const Tensor gq = to_gpu(q), gk = to_gpu(k), gv = to_gpu(v), gdout = to_gpu(dout);
   const int m_tiles_before = cuda::detail::attention_forward_m_tiles();
-  for (int m_tiles : {1, 2}) {  // both forward kernels: 64- and 128-query tiles
+  const bool tiles_inner_before = cuda::detail::attention_tiles_inner();
+  for (int setting = 0; setting < 3; ++setting) {
+    // both forward kernels (64- and 128-query tiles), both task orders (tiles inner, heads inner)
+    const int m_tiles = setting == 0 ? 1 : 2;
+    const bool tiles_inner = setting != 2;
     cuda::detail::set_attention_forward_m_tiles(m_tiles);
+    cuda::detail::set_attention_tiles_inner(tiles_inner);
     Tensor gout = poisoned(q.shape(), DType::BFloat16), glse = poisoned(lse.shape(), DType::Float32),
            gdq = poisoned(q.shape(), DType::BFloat16), gdk = poisoned(k.shape(), DType::BFloat16),
            gdv = poisoned(v.shape(), DType::BFloat16);
@@ -372,7 +377,8 @@ void check_attention_bf16(const AttnCase& c, bool expect_tensor_cores) {
     sync();
     const std::string what = "bf16 B=" + std::to_string(c.B) + " H=" + std::to_string(c.H) + " Hkv=" +
                              std::to_string(c.Hkv) + " T=" + std::to_string(c.T) + " Dh=" + std::to_string(c.Dh) +
-                             " causal=" + std::to_string(c.causal) + " m_tiles=" + std::to_string(m_tiles);
+                             " causal=" + std::to_string(c.causal) + " m_tiles=" + std::to_string(m_tiles) +
+                             " tiles_inner=" + std::to_string(tiles_inner);
     EXPECT_LE(rel_err(gout, out), 1e-2) << what;
     EXPECT_LE(rel_err(glse, lse), 1e-3) << what;
     EXPECT_LE(rel_err(gdq, dq), 2e-2) << what;
@@ -380,6 +386,7 @@ void check_attention_bf16(const AttnCase& c, bool expect_tensor_cores) {
     EXPECT_LE(rel_err(gdv, dv), 2e-2) << what;
   }
   cuda::detail::set_attention_forward_m_tiles(m_tiles_before);
+  cuda::detail::set_attention_tiles_inner(tiles_inner_before);
 }
 
 TEST_F(CudaMoeKernels, AttentionBf16MatchesCpuFloat) {
