@@ -181,8 +181,11 @@ TEST(CudaMoeRowsEmulated, CombineAndScatterBackEightColumnsAtATimeAreTheScalarLo
         EXPECT_NEAR(f(y[0].p[t * d + c]), want, 1e-2 * (1 + std::abs(want))) << name(s);
         EXPECT_NEAR(f(dx[0].p[t * d + c]), want_dx, 1e-2 * (1 + std::abs(want_dx))) << name(s);
       }
-    for (int64_t i = 0; i < T * K; ++i)
-      if (plan.row[size_t(i)] < 0) EXPECT_EQ(f(dw[1].p[i]), 0.0f) << name(s) << " empty slot " << i;
+    for (int64_t i = 0; i < T * K; ++i) {
+      if (plan.row[size_t(i)] < 0) {
+        EXPECT_EQ(f(dw[1].p[i]), 0.0f) << name(s) << " empty slot " << i;
+      }
+    }
   }
 }
 
