@@ -95,7 +95,7 @@ void run_attention(benchmark::State& state, bool backward, AttnDtype dtype) {
     state.SetLabel(std::string(bf16 ? "bf16" : "f32") + (tc ? " mma" : " scalar") + " B=" + std::to_string(B) +
                    " H=" + std::to_string(H) +
                    (tc && !backward ? " m_tiles=" + std::to_string(cuda::detail::attention_forward_m_tiles()) : "") +
-                   (tc ? cuda::detail::attention_tiles_inner() ? " tiles inner" : " heads inner" : ""));
+                   (tc ? (cuda::detail::attention_tiles_inner() ? " tiles inner" : " heads inner") : ""));
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
