@@ -124,22 +124,18 @@ UOE_ALWAYS_INLINE void in_float(int64_t n, const S* x, S* y, T* buf, Body&& body
 // Elementwise passes go through the buffer this many elements at a time (16 KB of floats: L1-resident).
 constexpr int64_t kChunk = 4096;
 static_assert(kChunk % kFixedSumLanes == 0, "a piece of a fixed-order sum must keep its lanes");
-// sum_j exp(x[j] - m) in fixed_order_sum's order. Where S is not T, x is widened into buf, kChunk elements at a time
-// (a multiple of the sum's lanes, so the order is the float row's), and exp runs on floats.   x: [n], buf: [kChunk]
+// sum_j exp(x[j] - m) in fixed_order_sum's order, kChunk elements at a time through in_float (a multiple of the
+// sum's lanes, so the order is the whole row's).                                         x: [n], buf: [kChunk]
 template <class T, class S>
 UOE_ALWAYS_INLINE T row_sum_exp(const S* x, T m, int64_t n, T* buf) {
-  if constexpr (std::is_same_v<S, T>) {
-    return fixed_order_sum<T>(n, [&](int64_t j) UOE_FIXED_SUM_TERM { return vm::exp_ftz(x[j] - m); });
-  } else {
-    FixedOrderSum<T> sum;
-    for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
-      const int64_t len = std::min(kChunk, n - c0);
-#pragma omp simd
-      for (int64_t j = 0; j < len; ++j) buf[j] = T(x[c0 + j]);
-      sum.add(len, [&](int64_t j) UOE_FIXED_SUM_TERM { return vm::exp_ftz(buf[j] - m); });
-    }
-    return sum.total();
+  FixedOrderSum<T> sum;
+  for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+    const int64_t len = std::min(kChunk, n - c0);
+    in_float(len, x + c0, static_cast<S*>(nullptr), buf, [&](const T* xc, T*) UOE_ROW_BODY {
+      sum.add(len, [&](int64_t j) UOE_FIXED_SUM_TERM { return vm::exp_ftz(xc[j] - m); });
+    });
   }
+  return sum.total();
 }
 
 // ---- softmax / log_softmax --------------------------------------------------------------------------------
