@@ -99,14 +99,15 @@ float* thread_row_buffer(int64_t floats) {
   thread_local detail::Scratch scratch;
   return static_cast<float*>(scratch.get(size_t(floats) * sizeof(float)));
 }
-// The buffer for rows of n elements stored as S: none where S is T.
+// This thread's buffer of n floats for elements stored as S (a row, or a piece of one): none where S is T.
 template <class T, class S>
 T* row_buffer(int64_t n) {
   if constexpr (std::is_same_v<S, T>) return nullptr;
   else return thread_row_buffer(n);
 }
-// body(xf, yf) on one row of n: x and y themselves where S is T; else buf, which holds x widened and becomes y (the
-// body may write yf[j] once it has read xf[j]), rounded into y unless y is null.              x, y, buf: [n]
+// body(xf, yf) on n elements (a row, or a piece of one): x and y themselves where S is T; else buf, which holds x
+// widened and becomes y (the body may write yf[j] once it has read xf[j]), rounded into y unless y is null.
+//                                                                                            x, y, buf: [n]
 template <class T, class S, class Body>
 UOE_ALWAYS_INLINE void in_float(int64_t n, const S* x, S* y, T* buf, Body&& body) {
   if constexpr (std::is_same_v<S, T>) {
