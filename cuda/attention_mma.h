@@ -1,5 +1,5 @@
 // The GPU attention's tensor-core internals (the family's interface is ops/kernels/attention.h): the bf16
-// mma.sync kernels of cuda/attention_mma_forward.cu and cuda/attention_mma_backward.cu, and their tile settings,
+// mma.sync kernels of cuda/attention_mma_forward.cuh and cuda/attention_mma_backward.cuh, and their tile settings,
 // process-wide switches for benchmarks and parity tests.
 #pragma once
 #include <cstdint>

@@ -1,19 +1,26 @@
-// A CPU stand-in for the CUDA runtime, for tests/cuda_emu: enough to run simple kernels (no shared memory, no
-// __syncthreads) on the CPU. Each thread of a block runs as its own std::thread, so that warp shuffles can meet
-// (a barrier per warp of 32); blocks run one after another. Not a CUDA implementation: a way to check, on machines
-// without a GPU, that two code paths of a kernel give the same results.
+// A CPU stand-in for the CUDA runtime, for tests/cuda_emu: enough to run the kernels it names on the CPU. Each thread
+// of a block runs as its own std::thread, so that warp-collective steps (shuffles, and the ldmatrix and mma.sync of
+// tests/cuda_emu/include/cuda/attention_mma_ptx.cuh) can meet: a barrier per warp of 32, and one per block for
+// __syncthreads. Blocks run one after another, each with its own dynamic shared memory, filled with 0xff bytes (NaN
+// as float or bfloat16) so that a read of shared memory nothing wrote shows. Not a CUDA implementation: a way to
+// check, on machines without a GPU, a kernel's indexing and its code paths against each other and the math.
 #pragma once
+#include <array>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
+#include <new>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #define __global__
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __launch_bounds__(...)
 
 struct uint3 {
   unsigned x = 0, y = 0, z = 0;
@@ -27,20 +34,35 @@ struct float2 {
 inline thread_local uint3 threadIdx, blockIdx, blockDim, gridDim;
 
 namespace uoe::cuda_emu {
+
+constexpr size_t kSlotBytes = 64;  // what one lane can publish in a warp-collective step
+
+struct SmemFree {
+  void operator()(unsigned char* p) const { ::operator delete[](p, std::align_val_t(128)); }
+};
+
 struct Block {
-  std::vector<std::unique_ptr<std::barrier<>>> warps;  // one barrier per warp
-  std::vector<double> lanes;                           // one slot per thread, for shuffles
+  explicit Block(unsigned threads, size_t smem_bytes)
+      : sync(threads), slots{std::vector<Slot>(threads), std::vector<Slot>(threads)}, smem_bytes(smem_bytes),
+        smem(static_cast<unsigned char*>(::operator new[](smem_bytes + 1, std::align_val_t(128)))) {
+    for (unsigned w = 0; w < threads / 32; ++w) warps.push_back(std::make_unique<std::barrier<>>(32));
+    std::memset(smem.get(), 0xff, smem_bytes);
+  }
+  std::vector<std::unique_ptr<std::barrier<>>> warps;       // one barrier per warp
+  std::barrier<> sync;                                      // __syncthreads
+  using Slot = std::array<unsigned char, kSlotBytes>;
+  std::vector<Slot> slots[2];  // two sets of one per thread, for warp-collective steps
+  size_t smem_bytes;
+  std::unique_ptr<unsigned char[], SmemFree> smem;  // the dynamic shared memory
 };
 inline Block* current_block = nullptr;
 
 // Runs f() on grid blocks of `block` threads (block a multiple of 32), each thread with its threadIdx, blockIdx,
-// blockDim and gridDim set.
+// blockDim and gridDim set, each block with smem_bytes of dynamic shared memory.
 template <class F>
-void launch(unsigned grid, unsigned block, F&& f) {
+void launch(unsigned grid, unsigned block, F&& f, size_t smem_bytes = 0) {
   for (unsigned b = 0; b < grid; ++b) {
-    Block blk;
-    for (unsigned w = 0; w < block / 32; ++w) blk.warps.push_back(std::make_unique<std::barrier<>>(32));
-    blk.lanes.assign(block, 0.0);
+    Block blk(block, smem_bytes);
     current_block = &blk;
     std::vector<std::thread> threads;
     for (unsigned t = 0; t < block; ++t)
@@ -50,18 +72,35 @@ void launch(unsigned grid, unsigned block, F&& f) {
       });
     for (std::thread& th : threads) th.join();
   }
+  current_block = nullptr;
 }
+
+// A warp-collective step: every lane of the calling thread's warp publishes `mine` and receives all 32 lanes' values
+// (lane order). Every lane of the warp must call it, as with a full-mask shuffle. One barrier per step: steps
+// alternate between two sets of slots, and a lane can only write a set again after every lane has passed the barrier
+// of the step between, that is, has read the set.
+inline thread_local unsigned t_warp_steps = 0;
+template <class T>
+std::array<T, 32> warp_exchange(const T& mine) {
+  static_assert(sizeof(T) <= kSlotBytes && std::is_trivially_copyable_v<T>);
+  Block& blk = *current_block;
+  const unsigned t = threadIdx.x, first = t / 32 * 32, set = t_warp_steps++ % 2;
+  auto& slots = blk.slots[set];
+  std::memcpy(slots[t].data(), &mine, sizeof(T));
+  blk.warps[t / 32]->arrive_and_wait();
+  std::array<T, 32> all;
+  for (unsigned l = 0; l < 32; ++l) std::memcpy(&all[l], slots[first + l].data(), sizeof(T));
+  return all;
+}
+
 }  // namespace uoe::cuda_emu
+
+inline void __syncthreads() { uoe::cuda_emu::current_block->sync.arrive_and_wait(); }
 
 // Every lane of the warp takes part (a full mask), as in the kernels emulated here.
 template <typename T>
 T __shfl_xor_sync(unsigned, T v, int lane_mask) {
-  uoe::cuda_emu::Block& blk = *uoe::cuda_emu::current_block;
-  const unsigned t = threadIdx.x;
-  std::barrier<>& warp = *blk.warps[t / 32];
-  blk.lanes[t] = double(v);
-  warp.arrive_and_wait();
-  const T got = T(blk.lanes[t ^ unsigned(lane_mask)]);
-  warp.arrive_and_wait();
-  return got;
+  return uoe::cuda_emu::warp_exchange(v)[(threadIdx.x % 32) ^ unsigned(lane_mask)];
 }
+
+inline float __fmul_rn(float a, float b) { return a * b; }
