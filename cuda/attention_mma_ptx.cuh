@@ -1,5 +1,5 @@
-// The PTX the tensor-core attention kernels use (cuda/attention_mma_tiles.cuh), each behind a small function: the
-// dynamic shared memory, cp.async, ldmatrix and mma.sync m16n8k16. tests/cuda_emu/include/cuda/attention_mma_ptx.cuh
+// The PTX the tensor-core attention kernels use (cuda/attention_mma_tiles.cuh), each behind a small function: shared
+// addresses, cp.async, ldmatrix and mma.sync m16n8k16. tests/cuda_emu/include/cuda/attention_mma_ptx.cuh
 // implements the same functions on the CPU, so that the kernels run unchanged in uoe_cuda_emu_tests: change the two
 // together.
 #pragma once
@@ -10,11 +10,6 @@
 namespace uoe::cuda::detail {
 namespace {
 
-// The block's dynamic shared memory (the launch's size), 128-byte aligned.
-__device__ __forceinline__ unsigned char* dynamic_smem() {
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  return smem_raw;
-}
 __device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
 
 // 16 bytes global -> shared, asynchronously; valid == false writes 16 zero bytes (src is not read).

@@ -9,6 +9,7 @@
 
 #include "cuda/attention_mma.h"
 #include "cuda/attention_mma_ptx.cuh"
+#include "cuda/dynamic_smem.cuh"
 
 namespace uoe::cuda::detail {
 namespace {

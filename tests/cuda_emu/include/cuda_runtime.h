@@ -2,16 +2,20 @@
 // of a block runs as its own std::thread, so that warp-collective steps (shuffles, and the ldmatrix and mma.sync of
 // tests/cuda_emu/include/cuda/attention_mma_ptx.cuh) can meet: a barrier per warp of 32, and one per block for
 // __syncthreads. Blocks run one after another, each with its own dynamic shared memory, filled with 0xff bytes (NaN
-// as float or bfloat16) so that a read of shared memory nothing wrote shows. Not a CUDA implementation: a way to
+// as float or bfloat16) so that a read of shared memory nothing wrote shows, and followed by a guard as large again
+// (at least 4 KiB) whose change is a fault (take_faults()). Not a CUDA implementation: a way to
 // check, on machines without a GPU, a kernel's indexing and its code paths against each other and the math.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -36,6 +40,20 @@ inline thread_local uint3 threadIdx, blockIdx, blockDim, gridDim;
 namespace uoe::cuda_emu {
 
 constexpr size_t kSlotBytes = 64;  // what one lane can publish in a warp-collective step
+constexpr unsigned char kGuardByte = 0xa5;
+
+// Preconditions the emulation found violated (the first few, from any thread), for the test to report: a fault is
+// recorded, not acted on.
+inline std::mutex fault_mutex;
+inline std::vector<std::string> fault_list;
+inline void fault(std::string what) {
+  const std::lock_guard<std::mutex> lock(fault_mutex);
+  if (fault_list.size() < 8) fault_list.push_back(std::move(what));
+}
+inline std::vector<std::string> take_faults() {
+  const std::lock_guard<std::mutex> lock(fault_mutex);
+  return std::exchange(fault_list, {});
+}
 
 struct SmemFree {
   void operator()(unsigned char* p) const { ::operator delete[](p, std::align_val_t(128)); }
@@ -44,16 +62,24 @@ struct SmemFree {
 struct Block {
   explicit Block(unsigned threads, size_t smem_bytes)
       : sync(threads), slots{std::vector<Slot>(threads), std::vector<Slot>(threads)}, smem_bytes(smem_bytes),
-        smem(static_cast<unsigned char*>(::operator new[](smem_bytes + 1, std::align_val_t(128)))) {
+        guard_bytes(std::max<size_t>(smem_bytes, 4096)),
+        smem(static_cast<unsigned char*>(::operator new[](smem_bytes + guard_bytes, std::align_val_t(128)))) {
     for (unsigned w = 0; w < threads / 32; ++w) warps.push_back(std::make_unique<std::barrier<>>(32));
     std::memset(smem.get(), 0xff, smem_bytes);
+    std::memset(smem.get() + smem_bytes, kGuardByte, guard_bytes);
+  }
+  bool guard_intact() const {
+    for (size_t i = 0; i < guard_bytes; ++i)
+      if (smem[smem_bytes + i] != kGuardByte) return false;
+    return true;
   }
   std::vector<std::unique_ptr<std::barrier<>>> warps;       // one barrier per warp
   std::barrier<> sync;                                      // __syncthreads
   using Slot = std::array<unsigned char, kSlotBytes>;
   std::vector<Slot> slots[2];  // two sets of one per thread, for warp-collective steps
   size_t smem_bytes;
-  std::unique_ptr<unsigned char[], SmemFree> smem;  // the dynamic shared memory
+  size_t guard_bytes;                               // as many again (at least 4 KiB), after it
+  std::unique_ptr<unsigned char[], SmemFree> smem;  // the dynamic shared memory, then the guard
 };
 inline Block* current_block = nullptr;
 
@@ -71,6 +97,9 @@ void launch(unsigned grid, unsigned block, F&& f, size_t smem_bytes = 0) {
         f();
       });
     for (std::thread& th : threads) th.join();
+    if (!blk.guard_intact())
+      fault("block " + std::to_string(b) + " wrote past its " + std::to_string(smem_bytes) +
+            " bytes of dynamic shared memory");
   }
   current_block = nullptr;
 }
@@ -96,6 +125,7 @@ std::array<T, 32> warp_exchange(const T& mine) {
 }  // namespace uoe::cuda_emu
 
 inline void __syncthreads() { uoe::cuda_emu::current_block->sync.arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { uoe::cuda_emu::current_block->warps[threadIdx.x / 32]->arrive_and_wait(); }
 
 // Every lane of the warp takes part (a full mask), as in the kernels emulated here.
 template <typename T>

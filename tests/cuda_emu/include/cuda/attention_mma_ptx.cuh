@@ -6,7 +6,7 @@
 //   before its wait sees the old bytes (or the 0xff poison).
 // - ldmatrix and mma.sync are warp-collective steps: the 32 lanes' registers meet, and each lane computes its part
 //   from the fragment layouts (mma: exact bf16 products, summed in double, added to the float accumulator).
-// A violated precondition is recorded (emu_faults()), not acted on.
+// A violated precondition is a fault (cuda_emu::take_faults()).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -14,35 +14,24 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <vector>
+
+#include "cuda/dynamic_smem.cuh"
 
 namespace uoe::cuda::detail {
 namespace {
 
-// The first few preconditions the emulated instructions found violated, across threads.
-inline std::mutex g_fault_mutex;
-inline std::vector<std::string> g_faults;
-inline void emu_fault(std::string what) {
-  const std::lock_guard<std::mutex> lock(g_fault_mutex);
-  if (g_faults.size() < 8) g_faults.push_back(std::move(what));
-}
-inline std::vector<std::string> emu_faults() {
-  const std::lock_guard<std::mutex> lock(g_fault_mutex);
-  return std::exchange(g_faults, {});
-}
-
-inline unsigned char* dynamic_smem() { return cuda_emu::current_block->smem.get(); }
+// A shared address: the offset into the block's dynamic shared memory.
 inline uint32_t smem_u32(const void* p) { return uint32_t(static_cast<const unsigned char*>(p) - dynamic_smem()); }
 
 // The shared bytes [addr, addr + bytes), or null (a fault) if they leave the dynamic shared memory or are misaligned.
 inline unsigned char* smem_at(uint32_t addr, uint32_t bytes, uint32_t align, const char* what) {
   const size_t size = cuda_emu::current_block->smem_bytes;
   if (size_t(addr) + bytes > size || addr % align != 0) {
-    emu_fault(std::string(what) + ": shared address " + std::to_string(addr) + " (" + std::to_string(bytes) +
-              " bytes, alignment " + std::to_string(align) + ") outside the " + std::to_string(size) +
-              "-byte dynamic shared memory or misaligned");
+    cuda_emu::fault(std::string(what) + ": shared address " + std::to_string(addr) + " (" + std::to_string(bytes) +
+                    " bytes, alignment " + std::to_string(align) + ") outside the " + std::to_string(size) +
+                    "-byte dynamic shared memory or misaligned");
     return nullptr;
   }
   return dynamic_smem() + addr;
