@@ -25,9 +25,15 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+// A block's static shared memory: one variable for all threads; blocks run one after another, so one block's at a time.
+#define __shared__ static
 
 struct uint3 {
   unsigned x = 0, y = 0, z = 0;
+};
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  dim3(unsigned x = 1, unsigned y = 1, unsigned z = 1) : x(x), y(y), z(z) {}
 };
 struct uint4 {
   unsigned x, y, z, w;
@@ -38,6 +44,9 @@ struct float2 {
 inline thread_local uint3 threadIdx, blockIdx, blockDim, gridDim;
 
 namespace uoe::cuda_emu {
+
+// The thread's index in its block, x fastest: warps are 32 consecutive ones.
+inline unsigned linear_thread() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
 
 constexpr size_t kSlotBytes = 64;  // what one lane can publish in a warp-collective step
 constexpr unsigned char kGuardByte = 0xa5;
@@ -83,17 +92,19 @@ struct Block {
 };
 inline Block* current_block = nullptr;
 
-// Runs f() on grid blocks of `block` threads (block a multiple of 32), each thread with its threadIdx, blockIdx,
-// blockDim and gridDim set, each block with smem_bytes of dynamic shared memory.
+// Runs f() on grid blocks (one-dimensional) of `block` threads (a multiple of 32 in all), each thread with its
+// threadIdx, blockIdx, blockDim and gridDim set, each block with smem_bytes of dynamic shared memory.
 template <class F>
-void launch(unsigned grid, unsigned block, F&& f, size_t smem_bytes = 0) {
+void launch(unsigned grid, dim3 block, F&& f, size_t smem_bytes = 0) {
+  const unsigned size = block.x * block.y * block.z;
   for (unsigned b = 0; b < grid; ++b) {
-    Block blk(block, smem_bytes);
+    Block blk(size, smem_bytes);
     current_block = &blk;
     std::vector<std::thread> threads;
-    for (unsigned t = 0; t < block; ++t)
+    for (unsigned t = 0; t < size; ++t)
       threads.emplace_back([&, t] {
-        threadIdx.x = t, blockIdx.x = b, blockDim.x = block, gridDim.x = grid;
+        threadIdx = {t % block.x, t / block.x % block.y, t / (block.x * block.y)};
+        blockIdx = {b, 0, 0}, blockDim = {block.x, block.y, block.z}, gridDim = {grid, 1, 1};
         f();
       });
     for (std::thread& th : threads) th.join();
@@ -113,7 +124,7 @@ template <class T>
 std::array<T, 32> warp_exchange(const T& mine) {
   static_assert(sizeof(T) <= kSlotBytes && std::is_trivially_copyable_v<T>);
   Block& blk = *current_block;
-  const unsigned t = threadIdx.x, first = t / 32 * 32, set = t_warp_steps++ % 2;
+  const unsigned t = linear_thread(), first = t / 32 * 32, set = t_warp_steps++ % 2;
   auto& slots = blk.slots[set];
   std::memcpy(slots[t].data(), &mine, sizeof(T));
   blk.warps[t / 32]->arrive_and_wait();
@@ -125,12 +136,14 @@ std::array<T, 32> warp_exchange(const T& mine) {
 }  // namespace uoe::cuda_emu
 
 inline void __syncthreads() { uoe::cuda_emu::current_block->sync.arrive_and_wait(); }
-inline void __syncwarp(unsigned = 0xffffffffu) { uoe::cuda_emu::current_block->warps[threadIdx.x / 32]->arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) {
+  uoe::cuda_emu::current_block->warps[uoe::cuda_emu::linear_thread() / 32]->arrive_and_wait();
+}
 
 // Every lane of the warp takes part (a full mask), as in the kernels emulated here.
 template <typename T>
 T __shfl_xor_sync(unsigned, T v, int lane_mask) {
-  return uoe::cuda_emu::warp_exchange(v)[(threadIdx.x % 32) ^ unsigned(lane_mask)];
+  return uoe::cuda_emu::warp_exchange(v)[(uoe::cuda_emu::linear_thread() % 32) ^ unsigned(lane_mask)];
 }
 
 inline float __fmul_rn(float a, float b) { return a * b; }

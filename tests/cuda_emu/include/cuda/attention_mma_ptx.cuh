@@ -79,7 +79,7 @@ inline uint32_t smem_b16(uint32_t addr) {
 // receives matrix m's (row l/4, columns 2(l%4), 2(l%4)+1), or with .trans its (rows 2(l%4), 2(l%4)+1, column l/4).
 inline void ldsm(uint32_t (&r)[4], uint32_t addr, bool trans) {
   const auto rows = cuda_emu::warp_exchange(addr);
-  const unsigned lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const unsigned lane = cuda_emu::linear_thread() % 32, g = lane / 4, t = lane % 4;
   for (unsigned m = 0; m < 4; ++m) {
     for (unsigned i = 0; i < 8; ++i) smem_at(rows[8 * m + i], 16, 16, "ldmatrix row");
     r[m] = trans ? smem_b16(rows[8 * m + 2 * t] + 2 * g) | smem_b16(rows[8 * m + 2 * t + 1] + 2 * g) << 16
@@ -99,7 +99,7 @@ inline void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
     uint32_t a[4], b[2];
   };
   const auto all = cuda_emu::warp_exchange(Frag{{a[0], a[1], a[2], a[3]}, {b0, b1}});
-  const unsigned lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const unsigned lane = cuda_emu::linear_thread() % 32, g = lane / 4, t = lane % 4;
   for (unsigned e = 0; e < 4; ++e) {
     const unsigned row = g + 8 * (e / 2), col = 2 * t + e % 2;
     double sum = 0;
