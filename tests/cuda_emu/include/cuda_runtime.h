@@ -8,7 +8,9 @@
 #pragma once
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <barrier>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -146,4 +148,28 @@ T __shfl_xor_sync(unsigned, T v, int lane_mask) {
   return uoe::cuda_emu::warp_exchange(v)[(uoe::cuda_emu::linear_thread() % 32) ^ unsigned(lane_mask)];
 }
 
+// The bits of the warp's lanes whose predicate holds (every lane takes part).
+inline unsigned __ballot_sync(unsigned, bool predicate) {
+  const auto all = uoe::cuda_emu::warp_exchange(predicate);
+  unsigned bits = 0;
+  for (unsigned l = 0; l < 32; ++l) bits |= unsigned(all[l]) << l;
+  return bits;
+}
+inline int __popc(unsigned x) { return std::popcount(x); }
+
+// Atomics on global or shared memory: the old value, as CUDA's.
+template <class T>
+T atomicAdd(T* p, T v) {
+  return std::atomic_ref<T>(*p).fetch_add(v);
+}
+template <class T>
+T atomicMin(T* p, T v) {
+  std::atomic_ref<T> a(*p);
+  T old = a.load();
+  while (v < old && !a.compare_exchange_weak(old, v)) {
+  }
+  return old;
+}
+
+using std::isnan;
 inline float __fmul_rn(float a, float b) { return a * b; }
