@@ -172,4 +172,12 @@ T atomicMin(T* p, T v) {
 }
 
 using std::isnan;
+using std::max;
+using std::min;
+// Round-to-nearest arithmetic, never fused (uoe_cuda_emu_tests is built with -ffp-contract=off).
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fsqrt_rn(float a) { return std::sqrt(a); }
+inline unsigned __float_as_uint(float x) { return std::bit_cast<unsigned>(x); }
