@@ -148,6 +148,19 @@ T __shfl_xor_sync(unsigned, T v, int lane_mask) {
   return uoe::cuda_emu::warp_exchange(v)[(uoe::cuda_emu::linear_thread() % 32) ^ unsigned(lane_mask)];
 }
 
+// Lane l gets lane l + delta's value (its own when that is past the warp).
+template <typename T>
+T __shfl_down_sync(unsigned, T v, unsigned delta) {
+  const unsigned lane = uoe::cuda_emu::linear_thread() % 32;
+  const auto all = uoe::cuda_emu::warp_exchange(v);
+  return lane + delta < 32 ? all[lane + delta] : v;
+}
+// Every lane gets lane src's value.
+template <typename T>
+T __shfl_sync(unsigned, T v, int src) {
+  return uoe::cuda_emu::warp_exchange(v)[unsigned(src) % 32];
+}
+
 // The bits of the warp's lanes whose predicate holds (every lane takes part).
 inline unsigned __ballot_sync(unsigned, bool predicate) {
   const auto all = uoe::cuda_emu::warp_exchange(predicate);
