@@ -1,5 +1,5 @@
 // The scalar CUDA attention kernels (cuda/attention_scalar.cuh) run unchanged on the CPU through the stand-in runtime
-// of tests/cuda_emu/include, against attention computed in double: float and double storage (tight tolerances) and
+// of tests/cuda_emu/include, against the CPU kernel tests' float64 attention (tests/ops/cpu/attention_reference.h): float and double storage (tight tolerances) and
 // bfloat16 storage computed in float (the fallback of bf16 calls the tensor-core kernels cannot take), each tile
 // height, grouped queries, partial and causal tiles, the row sums D of the backward and the head-dim-0 forward.
 // Outputs start as NaN with a guard past their end, so an element never written or one written past the end fails.
@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "cuda/attention_scalar.cuh"
-#include "tests/cuda_emu/attention_problem.h"
+#include "tests/cuda_emu/attention_case.h"
 
 namespace uoe::cuda {
 namespace {
 
-using cuda_emu::AttnCase, cuda_emu::AttnProblem, cuda_emu::AttnReference, cuda_emu::Guarded, cuda_emu::rel_err;
+using cuda_emu::Guarded, cuda_emu::rel_err;
 
 // Runs f() on `blocks` blocks of `threads` with `smem` bytes of dynamic shared memory; a write past it fails.
 template <class F>
@@ -25,35 +25,36 @@ void run(unsigned blocks, unsigned threads, F&& f, size_t smem, const std::strin
   for (const std::string& fault : cuda_emu::take_faults()) ADD_FAILURE() << what << ": " << fault;
 }
 
-// Storage S, compute C, BM-row tiles: forward, D, then dk/dv and dq, against the reference within `tol` (twice
-// that for the gradients).
+// Storage S, compute C, BM-row tiles, operands in `layout`: forward, D, then dk/dv and dq, against the reference
+// within `tol` (twice that for the gradients).
 template <class S, class C, int BM>
-void check(const AttnCase& c, double tol) {
-  const AttnProblem p(c);
-  const AttnReference ref(p);
-  const std::vector<S> q = p.as<S>(p.q), k = p.as<S>(p.k), v = p.as<S>(p.v), dout = p.as<S>(p.dout);
-  const std::string what = c.name() + " BM=" + std::to_string(BM);
+void check(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t Dh, bool causal, cpu::Layout layout, double tol) {
+  const cpu::Problem p = cuda_emu::attention_problem(B, H, Hkv, T, Dh, causal, layout);
+  const cpu::Result ref = cpu::reference(p);
+  const std::vector<S> q = cuda_emu::as<S>(p.q), k = cuda_emu::as<S>(p.k), v = cuda_emu::as<S>(p.v),
+                       dout = cuda_emu::as<S>(p.dout);
+  const std::string what = cpu::describe(p, layout) + " BM=" + std::to_string(BM);
   Guarded<S> out(q.size()), dq(q.size()), dk(k.size()), dv(k.size());
   Guarded<C> lse(ref.lse.size()), dsum(ref.lse.size());
   Args<S, C> a = make_args<S, C>(p.s, BM);
   a.q = q.data(), a.k = k.data(), a.v = v.data(), a.dout = dout.data();
-  a.qs = a.os = a.dos = a.dqs = p.qs, a.ks = a.vs = a.dks = a.dvs = p.ks;
+  a.qs = a.os = a.dos = a.dqs = p.qs, a.ks = a.vs = a.dks = a.dvs = p.kvs;
   a.out = out.p(), a.lse_out = lse.p(), a.dq = dq.p(), a.dk = dk.p(), a.dv = dv.p();
-  run(unsigned(a.nqb * c.B * c.H), kThreads, [&] { attn_fwd_kernel<S, C, BM>(a); },
-      fwd_smem_elems(BM, c.Dh) * sizeof(C), what);
+  run(unsigned(a.nqb * B * H), kThreads, [&] { attn_fwd_kernel<S, C, BM>(a); }, fwd_smem_elems(BM, Dh) * sizeof(C),
+      what);
   EXPECT_LE(rel_err(out.p(), ref.out), tol) << what;
   EXPECT_LE(rel_err(lse.p(), ref.lse), tol / 10) << what;
 
-  run(3, 256, [&] { attn_dsum_kernel<S, C>(c.B, c.H, c.T, c.Dh, out.p(), p.qs, dout.data(), p.qs, dsum.p()); }, 0, what);
-  const std::vector<C> want = p.dsum<S, C>(out.p());
+  run(3, 256, [&] { attn_dsum_kernel<S, C>(B, H, T, Dh, out.p(), p.qs, dout.data(), p.qs, dsum.p()); }, 0, what);
+  const std::vector<C> want = cuda_emu::attention_dsum<C>(p, out.p());
   for (size_t r = 0; r < want.size(); ++r)
     EXPECT_NEAR(dsum.p()[r], want[r], 1e-5 * (1 + std::abs(want[r]))) << what << " D row " << r;
 
   a.lse_in = lse.p(), a.dsum = dsum.p();
-  run(unsigned(a.nkb * c.B * c.Hkv), kThreads, [&] { attn_bwd_kv_kernel<S, C, BM>(a); },
-      kv_smem_elems(BM, c.Dh) * sizeof(C), what + " dk/dv");
-  run(unsigned(a.nqb * c.B * c.H), kThreads, [&] { attn_bwd_q_kernel<S, C, BM>(a); },
-      q_smem_elems(BM, c.Dh) * sizeof(C), what + " dq");
+  run(unsigned(a.nkb * B * Hkv), kThreads, [&] { attn_bwd_kv_kernel<S, C, BM>(a); },
+      kv_smem_elems(BM, Dh) * sizeof(C), what + " dk/dv");
+  run(unsigned(a.nqb * B * H), kThreads, [&] { attn_bwd_q_kernel<S, C, BM>(a); }, q_smem_elems(BM, Dh) * sizeof(C),
+      what + " dq");
   EXPECT_LE(rel_err(dq.p(), ref.dq), 2 * tol) << what;
   EXPECT_LE(rel_err(dk.p(), ref.dk), 2 * tol) << what;
   EXPECT_LE(rel_err(dv.p(), ref.dv), 2 * tol) << what;
@@ -64,14 +65,16 @@ void check(const AttnCase& c, double tol) {
 
 // Float's tiles (64 rows), grouped queries, a partial last tile, causal.
 TEST(CudaAttentionScalarEmulated, FloatCausalGrouped64RowTiles) {
-  check<float, float, 64>({1, 2, 1, 100, 64, true}, 1e-5);
+  check<float, float, 64>(1, 2, 1, 100, 64, true, cpu::Layout::BTHD, 1e-5);
 }
 // Double's tiles (32 rows), an odd head dim, two batches, without the mask.
-TEST(CudaAttentionScalarEmulated, DoubleNoMask32RowTiles) { check<double, double, 32>({2, 2, 2, 70, 40, false}, 1e-12); }
+TEST(CudaAttentionScalarEmulated, DoubleNoMask32RowTiles) {
+  check<double, double, 32>(2, 2, 2, 70, 40, false, cpu::Layout::BHTD, 1e-12);
+}
 // bfloat16 storage computed in float (head dim 32: no tensor-core kernel), three q heads per kv head, 16-row tiles
 // (the height for head dims too large for the others).
 TEST(CudaAttentionScalarEmulated, Bf16StorageCausal16RowTiles) {
-  check<__nv_bfloat16, float, 16>({1, 3, 1, 45, 32, true}, 1e-2);
+  check<__nv_bfloat16, float, 16>(1, 3, 1, 45, 32, true, cpu::Layout::BHTD, 1e-2);
 }
 
 // Head dim 0: every score is 0, so lse is the log of the number of keys a query sees.

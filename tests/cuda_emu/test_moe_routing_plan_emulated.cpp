@@ -15,7 +15,7 @@
 
 #include "cuda/moe_plan.cuh"
 #include "cuda/moe_routing.cuh"
-#include "tests/cuda_emu/attention_problem.h"
+#include "tests/cuda_emu/emu_check.h"
 
 namespace uoe::cuda {
 namespace {

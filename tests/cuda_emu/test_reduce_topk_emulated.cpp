@@ -14,7 +14,7 @@
 
 #include "cuda/reduce_kernels.cuh"
 #include "cuda/topk_kernel.cuh"
-#include "tests/cuda_emu/attention_problem.h"
+#include "tests/cuda_emu/emu_check.h"
 
 namespace uoe::cuda {
 namespace {

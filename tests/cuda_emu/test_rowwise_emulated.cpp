@@ -14,12 +14,12 @@
 
 #include "cuda/cross_entropy_kernels.cuh"
 #include "cuda/rowwise_kernels.cuh"
-#include "tests/cuda_emu/attention_problem.h"
+#include "tests/cuda_emu/emu_check.h"
 
 namespace uoe::cuda {
 namespace {
 
-using cuda_emu::from_double, cuda_emu::to_double, cuda_emu::Guarded;
+using cuda_emu::as, cuda_emu::Guarded, cuda_emu::rel_err, cuda_emu::to_double;
 
 constexpr unsigned kGrid = 2;  // blocks: fewer than the rows, so every kernel loops
 
@@ -30,28 +30,6 @@ std::vector<double> random_values(size_t n, uint32_t seed, double scale = 1.0) {
   for (double& x : v) x = double(__bfloat162float(__float2bfloat16_rn(float(dist(rng)))));  // exact in every type
   return v;
 }
-template <class S>
-std::vector<S> as(const std::vector<double>& x) {
-  std::vector<S> r(x.size());
-  for (size_t i = 0; i < x.size(); ++i) r[i] = from_double<S>(x[i]);
-  return r;
-}
-
-// ||x - ref|| / ||ref|| over the finite entries of ref; an infinite or NaN entry must be matched exactly.
-template <class S>
-double rel_err(const S* x, const std::vector<double>& ref, const std::string& what) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const double v = to_double(x[i]);
-    if (std::isfinite(ref[i])) {
-      num += (v - ref[i]) * (v - ref[i]), den += ref[i] * ref[i];
-    } else if (std::isnan(ref[i]) ? !std::isnan(v) : v != ref[i]) {
-      ADD_FAILURE() << what << ": element " << i << " is " << v << ", expected " << ref[i];
-    }
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
-
 template <class T>
 constexpr double tolerance() {
   return sizeof(T) == 8 ? 1e-12 : 1e-5;
@@ -94,7 +72,7 @@ void check_softmax(int64_t rows, int64_t n) {
       if (log) softmax_fwd_kernel<T, V, TPR, true>(rows, n, xs.data(), y.p());
       else softmax_fwd_kernel<T, V, TPR, false>(rows, n, xs.data(), y.p());
     });
-    EXPECT_LE(rel_err(y.p(), y_ref, what), tolerance<T>()) << what;
+    EXPECT_LE(rel_err(y.p(), y_ref), tolerance<T>()) << what;
 
     // backward from the reference's y (rounded to T), rows 0 and 3.. (rows 1 and 2 have no finite gradient)
     const std::vector<T> ys = as<T>(y_ref);
@@ -116,7 +94,7 @@ void check_softmax(int64_t rows, int64_t n) {
         dx_got.push_back(to_double(dx.p()[r * n + j]));
       }
     }
-    EXPECT_LE(rel_err(dx_got.data(), dx_ref, what + " backward"), tolerance<T>()) << what << " backward";
+    EXPECT_LE(rel_err(dx_got.data(), dx_ref), tolerance<T>()) << what << " backward";
     EXPECT_TRUE(y.guard_intact() && dx.guard_intact()) << what << ": a kernel wrote past its output";
   }
 }
@@ -168,13 +146,13 @@ void check_rms_norm(const NormData& d) {
   Guarded<T> y(d.x.size()), rstd(size_t(d.rows)), dx(d.x.size()), part(size_t(d.groups * d.n));
   cuda_emu::launch(kGrid, Group<TPR>::kBlock,
                    [&] { rms_fwd_kernel<T, V, TPR>(d.rows, d.n, x.data(), w.data(), eps, y.p(), rstd.p()); });
-  EXPECT_LE(rel_err(y.p(), y_ref, what), tolerance<T>()) << what;
-  EXPECT_LE(rel_err(rstd.p(), rstd_ref, what), tolerance<T>()) << what;
+  EXPECT_LE(rel_err(y.p(), y_ref), tolerance<T>()) << what;
+  EXPECT_LE(rel_err(rstd.p(), rstd_ref), tolerance<T>()) << what;
   cuda_emu::launch(kGrid, Group<TPR>::kBlock, [&] {
     rms_bwd_kernel<T, V, TPR>(d.rows, d.n, d.chunk, x.data(), w.data(), rstd_in.data(), dy.data(), dx.p(), part.p());
   });
-  EXPECT_LE(rel_err(dx.p(), dx_ref, what + " dx"), tolerance<T>()) << what;
-  EXPECT_LE(rel_err(reduce_partials(part, d.groups, d.n, 0).data(), dw_ref, what + " dweight"), tolerance<T>()) << what;
+  EXPECT_LE(rel_err(dx.p(), dx_ref), tolerance<T>()) << what;
+  EXPECT_LE(rel_err(reduce_partials(part, d.groups, d.n, 0).data(), dw_ref), tolerance<T>()) << what;
   EXPECT_TRUE(y.guard_intact() && rstd.guard_intact() && dx.guard_intact() && part.guard_intact()) << what;
 }
 
@@ -208,16 +186,16 @@ void check_layer_norm(const NormData& d) {
   cuda_emu::launch(kGrid, Group<TPR>::kBlock, [&] {
     ln_fwd_kernel<T, V, TPR>(d.rows, d.n, x.data(), w.data(), b.data(), eps, y.p(), mean.p(), rstd.p());
   });
-  EXPECT_LE(rel_err(y.p(), y_ref, what), tolerance<T>()) << what;
-  EXPECT_LE(rel_err(mean.p(), mean_ref, what), tolerance<T>()) << what;
-  EXPECT_LE(rel_err(rstd.p(), rstd_ref, what), tolerance<T>()) << what;
+  EXPECT_LE(rel_err(y.p(), y_ref), tolerance<T>()) << what;
+  EXPECT_LE(rel_err(mean.p(), mean_ref), tolerance<T>()) << what;
+  EXPECT_LE(rel_err(rstd.p(), rstd_ref), tolerance<T>()) << what;
   cuda_emu::launch(kGrid, Group<TPR>::kBlock, [&] {
     ln_bwd_kernel<T, V, TPR>(d.rows, d.n, d.chunk, x.data(), w.data(), mean_in.data(), rstd_in.data(), dy.data(),
                              dx.p(), part.p());
   });
-  EXPECT_LE(rel_err(dx.p(), dx_ref, what + " dx"), tolerance<T>()) << what;
-  EXPECT_LE(rel_err(reduce_partials(part, d.groups, d.n, 0).data(), dw_ref, what + " dweight"), tolerance<T>()) << what;
-  EXPECT_LE(rel_err(reduce_partials(part, d.groups, d.n, 1).data(), db_ref, what + " dbias"), tolerance<T>()) << what;
+  EXPECT_LE(rel_err(dx.p(), dx_ref), tolerance<T>()) << what;
+  EXPECT_LE(rel_err(reduce_partials(part, d.groups, d.n, 0).data(), dw_ref), tolerance<T>()) << what;
+  EXPECT_LE(rel_err(reduce_partials(part, d.groups, d.n, 1).data(), db_ref), tolerance<T>()) << what;
   EXPECT_TRUE(y.guard_intact() && mean.guard_intact() && rstd.guard_intact() && dx.guard_intact() &&
               part.guard_intact())
       << what;
@@ -290,9 +268,9 @@ void check_cross_entropy(int64_t rows, int64_t vocab, int64_t bad_row) {
     EXPECT_TRUE(std::isnan(to_double(dx.p()[0]))) << what;
     return;
   }
-  EXPECT_LE(rel_err(lse.p(), lse_ref, what + " lse"), tol) << what;
-  EXPECT_LE(rel_err(loss.p(), loss_ref, what + " loss"), 10 * tol) << what;  // lse - x: cancellation
-  EXPECT_LE(rel_err(dx.p(), dx_ref, what + " dlogits"), sizeof(S) == 2 ? 1e-2 : tol) << what;
+  EXPECT_LE(rel_err(lse.p(), lse_ref), tol) << what;
+  EXPECT_LE(rel_err(loss.p(), loss_ref), 10 * tol) << what;  // lse - x: cancellation
+  EXPECT_LE(rel_err(dx.p(), dx_ref), sizeof(S) == 2 ? 1e-2 : tol) << what;
 
   const std::vector<T> per_row = as<T>(loss_ref);
   Guarded<T> mean{1}, row_scale{size_t(rows)};

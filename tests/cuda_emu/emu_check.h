@@ -1,0 +1,69 @@
+// What the emulated kernel tests (tests/cuda_emu/) check results with: storage types to and from double, output
+// buffers poisoned with NaN and guarded past their end, and the normwise error against a reference in double.
+#pragma once
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include <cuda_bf16.h>
+
+namespace uoe::cuda_emu {
+
+// A storage type's value as a double, and a double rounded into it (bfloat16 to nearest even).
+template <class S>
+double to_double(S x) {
+  if constexpr (std::is_same_v<S, __nv_bfloat16>) return __bfloat162float(x);
+  else return double(x);
+}
+template <class S>
+S from_double(double x) {
+  if constexpr (std::is_same_v<S, __nv_bfloat16>) return __float2bfloat16_rn(float(x));
+  else return S(x);
+}
+
+// A buffer of n elements followed by a guard; all of it starts as NaN bytes (0xff), so an element nothing wrote
+// shows in the error, and a write past the end in guard_intact().
+template <class S>
+struct Guarded {
+  static constexpr size_t kGuard = 64;
+  std::vector<S> data;
+  size_t n;
+  explicit Guarded(size_t n) : data(n + kGuard), n(n) { std::memset(data.data(), 0xff, data.size() * sizeof(S)); }
+  S* p() { return data.data(); }
+  bool guard_intact() const {
+    for (size_t i = n * sizeof(S); i < data.size() * sizeof(S); ++i)
+      if (reinterpret_cast<const unsigned char*>(data.data())[i] != 0xff) return false;
+    return true;
+  }
+};
+
+// ||x - ref|| / ||ref|| over the finite entries of ref (the first ref.size() of x); an infinite or NaN entry of ref
+// must be matched exactly, else the result is NaN (which fails any bound).
+template <class S>
+double rel_err(const S* x, const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double v = to_double(x[i]);
+    if (std::isfinite(ref[i])) num += (v - ref[i]) * (v - ref[i]), den += ref[i] * ref[i];
+    else if (std::isnan(ref[i]) ? !std::isnan(v) : v != ref[i]) return NAN;
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// x rounded into S, element by element.
+template <class S>
+std::vector<S> as(const std::vector<double>& x) {
+  std::vector<S> r(x.size());
+  for (size_t i = 0; i < x.size(); ++i) r[i] = from_double<S>(x[i]);
+  return r;
+}
+
+// Values rounded to bfloat16 (exact in every storage type), in place.
+inline void round_to_bf16(std::vector<double>& x) {
+  for (double& e : x) e = __bfloat162float(__float2bfloat16_rn(float(e)));
+}
+
+}  // namespace uoe::cuda_emu
