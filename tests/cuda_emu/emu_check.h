@@ -1,10 +1,12 @@
-// What the emulated kernel tests (tests/cuda_emu/) check results with: storage types to and from double, output
-// buffers poisoned with NaN and guarded past their end, and the normwise error against a reference in double.
+// What the emulated kernel tests (tests/cuda_emu/) share: random inputs exact in every storage type, storage types to
+// and from double, output buffers poisoned with NaN and guarded past their end, and the normwise error against a
+// reference in double.
 #pragma once
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <type_traits>
 #include <vector>
 
@@ -64,6 +66,15 @@ std::vector<S> as(const std::vector<double>& x) {
 // Values rounded to bfloat16 (exact in every storage type), in place.
 inline void round_to_bf16(std::vector<double>& x) {
   for (double& e : x) e = __bfloat162float(__float2bfloat16_rn(float(e)));
+}
+// n normal values of standard deviation `scale`, rounded to bfloat16.
+inline std::vector<double> bf16_normal(size_t n, uint32_t seed, double scale = 1.0) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> dist(0.0, scale);
+  std::vector<double> v(n);
+  for (double& x : v) x = dist(rng);
+  round_to_bf16(v);
+  return v;
 }
 
 }  // namespace uoe::cuda_emu

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "cuda/moe_rows.cuh"
+#include "tests/cuda_emu/emu_check.h"
 
 namespace uoe::cuda {
 namespace {
@@ -19,11 +19,7 @@ using B = __nv_bfloat16;
 using cuda_emu::launch;
 
 std::vector<B> random_bf16(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<B> v(n);
-  for (B& x : v) x = __float2bfloat16_rn(dist(rng));
-  return v;
+  return cuda_emu::as<B>(cuda_emu::bf16_normal(n, seed, scale));
 }
 
 // n bfloat16 at a 16-byte boundary plus `offset` elements, filled with `init` (or 0xffff, a NaN).

@@ -9,12 +9,12 @@
 #include <cmath>
 #include <cstring>
 #include <map>
-#include <random>
 #include <utility>
 #include <vector>
 
 #include "cuda/optimizer_kernels.cuh"
 #include "cuda/sum_doubles.cuh"
+#include "tests/cuda_emu/emu_check.h"
 
 namespace uoe::cuda {
 namespace {
@@ -25,16 +25,10 @@ AdamWStep step_of(int t) {
 }
 
 std::vector<float> normal(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
+  return cuda_emu::as<float>(cuda_emu::bf16_normal(n, seed, scale));
 }
-std::vector<__nv_bfloat16> to_bf16(const std::vector<float>& x) {
-  std::vector<__nv_bfloat16> r(x.size());
-  for (size_t i = 0; i < x.size(); ++i) r[i] = __float2bfloat16_rn(x[i]);
-  return r;
+std::vector<__nv_bfloat16> bf16_normal(size_t n, uint32_t seed) {
+  return cuda_emu::as<__nv_bfloat16>(cuda_emu::bf16_normal(n, seed));
 }
 float value(float x) { return x; }
 float value(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -47,7 +41,7 @@ struct Param {
   Param(size_t n, uint32_t seed) : m(normal(n, seed + 2, 0.1f)), v(normal(n, seed + 3, 0.1f)) {
     for (float& x : v) x = x * x;
     if constexpr (std::is_same_v<P, float>) p = normal(n, seed), g = normal(n, seed + 1);
-    else p = to_bf16(normal(n, seed)), g = to_bf16(normal(n, seed + 1));
+    else p = bf16_normal(n, seed), g = bf16_normal(n, seed + 1);
   }
   AdamWTensor tensor(float wd, RoundingKey key) {
     return {p.data(), g.data(), std::is_same_v<P, __nv_bfloat16>, m.data(), v.data(), int64_t(p.size()), wd, key};
@@ -179,7 +173,7 @@ TEST(CudaOptimizerEmulated, PackingCoversEveryChunkOnceWithinTheLimits) {
 }
 
 TEST(CudaOptimizerEmulated, SquaredNormBlocksAndTheirSum) {
-  const std::vector<__nv_bfloat16> g = to_bf16(normal(size_t(2 * kChunk + 999), 5));
+  const std::vector<__nv_bfloat16> g = bf16_normal(size_t(2 * kChunk + 999), 5);
   const int64_t n = int64_t(g.size()), blocks = (n + kChunk - 1) / kChunk;
   std::vector<double> part(size_t(blocks), NAN);
   double out = NAN, want = 0;

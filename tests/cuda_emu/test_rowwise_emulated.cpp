@@ -19,17 +19,10 @@
 namespace uoe::cuda {
 namespace {
 
-using cuda_emu::as, cuda_emu::Guarded, cuda_emu::rel_err, cuda_emu::to_double;
+using cuda_emu::as, cuda_emu::bf16_normal, cuda_emu::Guarded, cuda_emu::rel_err, cuda_emu::to_double;
 
 constexpr unsigned kGrid = 2;  // blocks: fewer than the rows, so every kernel loops
 
-std::vector<double> random_values(size_t n, uint32_t seed, double scale = 1.0) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<double> dist(0.0, scale);
-  std::vector<double> v(n);
-  for (double& x : v) x = double(__bfloat162float(__float2bfloat16_rn(float(dist(rng)))));  // exact in every type
-  return v;
-}
 template <class T>
 constexpr double tolerance() {
   return sizeof(T) == 8 ? 1e-12 : 1e-5;
@@ -38,7 +31,7 @@ constexpr double tolerance() {
 // ---- softmax and log_softmax --------------------------------------------------------------------------------------
 // Row 1 has -inf every third entry, row 2 is all -inf (its outputs NaN, as on the CPU).
 std::vector<double> softmax_input(int64_t rows, int64_t n) {
-  std::vector<double> x = random_values(size_t(rows * n), uint32_t(n), 3.0);
+  std::vector<double> x = bf16_normal(size_t(rows * n), uint32_t(n), 3.0);
   for (int64_t j = 0; j < n; ++j) {
     if (j % 3 == 0) x[size_t(n + j)] = -INFINITY;
     x[size_t(2 * n + j)] = -INFINITY;
@@ -63,7 +56,7 @@ void check_softmax(int64_t rows, int64_t n) {
   for (const bool log : {false, true}) {
     const std::string what = std::string(log ? "log_softmax" : "softmax") + " V=" + std::to_string(V) +
                              " TPR=" + std::to_string(TPR) + " n=" + std::to_string(n);
-    const std::vector<double> x = softmax_input(rows, n), dy = random_values(size_t(rows * n), 7);
+    const std::vector<double> x = softmax_input(rows, n), dy = bf16_normal(size_t(rows * n), 7);
     std::vector<double> y_ref;
     softmax_reference(rows, n, x, log, y_ref);
     const std::vector<T> xs = as<T>(x), dys = as<T>(dy);
@@ -109,8 +102,8 @@ struct NormData {
   int64_t rows, n, chunk, groups;
   std::vector<double> x, w, b, dy;
   NormData(int64_t rows, int64_t n, int64_t chunk)
-      : rows(rows), n(n), chunk(chunk), groups((rows + chunk - 1) / chunk), x(random_values(size_t(rows * n), 11, 2.0)),
-        w(random_values(size_t(n), 12)), b(random_values(size_t(n), 13)), dy(random_values(size_t(rows * n), 14)) {}
+      : rows(rows), n(n), chunk(chunk), groups((rows + chunk - 1) / chunk), x(bf16_normal(size_t(rows * n), 11, 2.0)),
+        w(bf16_normal(size_t(n), 12)), b(bf16_normal(size_t(n), 13)), dy(bf16_normal(size_t(rows * n), 14)) {}
 };
 
 // Sums the chunk partials [groups, n] (and the next [groups, n] when `two`) with reduce_chunks_kernel.
@@ -223,7 +216,7 @@ void check_cross_entropy(int64_t rows, int64_t vocab, int64_t bad_row) {
   const std::string what = "cross_entropy V=" + std::to_string(V) + " TPR=" + std::to_string(TPR) +
                            " vocab=" + std::to_string(vocab) + " bad_row=" + std::to_string(bad_row);
   const double tol = sizeof(S) == 2 ? 1e-6 : tolerance<T>();  // bf16 logits are exact in float
-  const std::vector<double> logit = random_values(size_t(rows * vocab), 21, 4.0), g = random_values(size_t(rows), 22);
+  const std::vector<double> logit = bf16_normal(size_t(rows * vocab), 21, 4.0), g = bf16_normal(size_t(rows), 22);
   std::vector<int64_t> target(static_cast<size_t>(rows));
   std::mt19937 rng(23);
   int64_t count = 0;
