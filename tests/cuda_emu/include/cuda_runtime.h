@@ -3,8 +3,8 @@
 // tests/cuda_emu/include/cuda/attention_mma_ptx.cuh) can meet: a barrier per warp of 32, and one per block for
 // __syncthreads. Blocks run one after another, each with its own dynamic shared memory, filled with 0xff bytes (NaN
 // as float or bfloat16) so that a read of shared memory nothing wrote shows, and followed by a guard as large again
-// (at least 4 KiB) whose change is a fault (take_faults()). Not a CUDA implementation: a way to
-// check, on machines without a GPU, a kernel's indexing and its code paths against each other and the math.
+// (at least 4 KiB) whose change is a fault (take_faults()). Not a CUDA implementation: a way to check, on machines
+// without a GPU, a kernel's indexing and its code paths against each other and the math.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -71,6 +71,7 @@ struct SmemFree {
 };
 
 struct Block {
+  using Slot = std::array<unsigned char, kSlotBytes>;
   explicit Block(unsigned threads, size_t smem_bytes)
       : sync(threads), slots{std::vector<Slot>(threads), std::vector<Slot>(threads)}, smem_bytes(smem_bytes),
         guard_bytes(std::max<size_t>(smem_bytes, 4096)),
@@ -84,10 +85,9 @@ struct Block {
       if (smem[smem_bytes + i] != kGuardByte) return false;
     return true;
   }
-  std::vector<std::unique_ptr<std::barrier<>>> warps;       // one barrier per warp
-  std::barrier<> sync;                                      // __syncthreads
-  using Slot = std::array<unsigned char, kSlotBytes>;
-  std::vector<Slot> slots[2];  // two sets of one per thread, for warp-collective steps
+  std::vector<std::unique_ptr<std::barrier<>>> warps;  // one barrier per warp
+  std::barrier<> sync;                                 // __syncthreads
+  std::vector<Slot> slots[2];                          // two sets of one per thread, for warp-collective steps
   size_t smem_bytes;
   size_t guard_bytes;                               // as many again (at least 4 KiB), after it
   std::unique_ptr<unsigned char[], SmemFree> smem;  // the dynamic shared memory, then the guard
