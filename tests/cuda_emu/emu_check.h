@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <random>
 #include <type_traits>
 #include <vector>
@@ -26,20 +28,32 @@ S from_double(double x) {
   else return S(x);
 }
 
-// A buffer of n elements followed by a guard; all of it starts as NaN bytes (0xff), so an element nothing wrote
+// A buffer of n elements followed by a guard, 256-byte aligned like the GPU allocator's blocks (so that every vector
+// access a launcher allows is aligned here too); all of it starts as NaN bytes (0xff), so an element nothing wrote
 // shows in the error, and a write past the end in guard_intact().
 template <class S>
-struct Guarded {
-  static constexpr size_t kGuard = 64;
-  std::vector<S> data;
-  size_t n;
-  explicit Guarded(size_t n) : data(n + kGuard), n(n) { std::memset(data.data(), 0xff, data.size() * sizeof(S)); }
-  S* p() { return data.data(); }
+class Guarded {
+ public:
+  static constexpr size_t kGuardBytes = 256;
+  explicit Guarded(size_t n)
+      : n_(n), bytes_(n * sizeof(S) + kGuardBytes),
+        data_(static_cast<unsigned char*>(::operator new[](bytes_, std::align_val_t(256)))) {
+    std::memset(data_.get(), 0xff, bytes_);
+  }
+  S* p() { return reinterpret_cast<S*>(data_.get()); }
+  const S* p() const { return reinterpret_cast<const S*>(data_.get()); }
   bool guard_intact() const {
-    for (size_t i = n * sizeof(S); i < data.size() * sizeof(S); ++i)
-      if (reinterpret_cast<const unsigned char*>(data.data())[i] != 0xff) return false;
+    for (size_t i = n_ * sizeof(S); i < bytes_; ++i)
+      if (data_[i] != 0xff) return false;
     return true;
   }
+
+ private:
+  struct Free {
+    void operator()(unsigned char* q) const { ::operator delete[](q, std::align_val_t(256)); }
+  };
+  size_t n_, bytes_;
+  std::unique_ptr<unsigned char[], Free> data_;
 };
 
 // ||x - ref|| / ||ref|| over the finite entries of ref (the first ref.size() of x); an infinite or NaN entry of ref

@@ -111,9 +111,9 @@ template <class T>
 std::vector<T> reduce_partials(const Guarded<T>& part, int64_t groups, int64_t n, int which) {
   Guarded<T> out{size_t(n)};
   cuda_emu::launch(unsigned((n + 31) / 32), dim3(32, 8),
-                   [&] { reduce_chunks_kernel<T>(groups, n, part.data.data() + which * groups * n, out.p()); });
+                   [&] { reduce_chunks_kernel<T>(groups, n, part.p() + which * groups * n, out.p()); });
   EXPECT_TRUE(out.guard_intact()) << "reduce_chunks_kernel wrote past its output";
-  return {out.data.begin(), out.data.begin() + n};
+  return {out.p(), out.p() + n};
 }
 
 template <class T, int V, int TPR>
