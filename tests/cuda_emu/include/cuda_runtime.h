@@ -194,3 +194,4 @@ inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fsqrt_rn(float a) { return std::sqrt(a); }
 inline unsigned __float_as_uint(float x) { return std::bit_cast<unsigned>(x); }
+inline float __uint_as_float(unsigned x) { return std::bit_cast<float>(x); }
