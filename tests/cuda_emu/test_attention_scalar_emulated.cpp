@@ -1,9 +1,9 @@
 // The scalar CUDA attention kernels (cuda/attention_scalar.cuh) run unchanged on the CPU through the stand-in runtime
-// of tests/cuda_emu/include, against the CPU kernel tests' float64 attention (tests/ops/cpu/attention_reference.h): float and double storage (tight tolerances) and
-// bfloat16 storage computed in float (the fallback of bf16 calls the tensor-core kernels cannot take), each tile
-// height, grouped queries, partial and causal tiles, the row sums D of the backward and the head-dim-0 forward.
-// Outputs start as NaN with a guard past their end, so an element never written or one written past the end fails.
-// The CPU-vs-CUDA parity tests (tests/cuda/) judge the kernels on a GPU.
+// of tests/cuda_emu/include, against the CPU kernel tests' float64 attention (tests/ops/cpu/attention_reference.h):
+// float and double storage (tight tolerances) and bfloat16 storage computed in float (the fallback of bf16 calls the
+// tensor-core kernels cannot take), each tile height, grouped queries, partial and causal tiles, the row sums D of the
+// backward and the head-dim-0 forward. Outputs start as NaN with a guard past their end, so an element never written or
+// one written past the end fails. The CPU-vs-CUDA parity tests (tests/cuda/) judge the kernels on a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,13 +17,6 @@ namespace uoe::cuda {
 namespace {
 
 using cuda_emu::Guarded, cuda_emu::rel_err;
-
-// Runs f() on `blocks` blocks of `threads` with `smem` bytes of dynamic shared memory; a write past it fails.
-template <class F>
-void run(unsigned blocks, unsigned threads, F&& f, size_t smem, const std::string& what) {
-  cuda_emu::launch(blocks, threads, f, smem);
-  for (const std::string& fault : cuda_emu::take_faults()) ADD_FAILURE() << what << ": " << fault;
-}
 
 // Storage S, compute C, BM-row tiles, operands in `layout`: forward, D, then dk/dv and dq, against the reference
 // within `tol` (twice that for the gradients).
@@ -40,21 +33,21 @@ void check(int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t Dh, bool causal
   a.q = q.data(), a.k = k.data(), a.v = v.data(), a.dout = dout.data();
   a.qs = a.os = a.dos = a.dqs = p.qs, a.ks = a.vs = a.dks = a.dvs = p.kvs;
   a.out = out.p(), a.lse_out = lse.p(), a.dq = dq.p(), a.dk = dk.p(), a.dv = dv.p();
-  run(unsigned(a.nqb * B * H), kThreads, [&] { attn_fwd_kernel<S, C, BM>(a); }, fwd_smem_elems(BM, Dh) * sizeof(C),
-      what);
+  cuda_emu::launch(unsigned(a.nqb * B * H), kThreads, [&] { attn_fwd_kernel<S, C, BM>(a); },
+                   fwd_smem_elems(BM, Dh) * sizeof(C));
   EXPECT_LE(rel_err(out.p(), ref.out), tol) << what;
   EXPECT_LE(rel_err(lse.p(), ref.lse), tol / 10) << what;
 
-  run(3, 256, [&] { attn_dsum_kernel<S, C>(B, H, T, Dh, out.p(), p.qs, dout.data(), p.qs, dsum.p()); }, 0, what);
+  cuda_emu::launch(3, 256, [&] { attn_dsum_kernel<S, C>(B, H, T, Dh, out.p(), p.qs, dout.data(), p.qs, dsum.p()); });
   const std::vector<C> want = cuda_emu::attention_dsum<C>(p, out.p());
   for (size_t r = 0; r < want.size(); ++r)
     EXPECT_NEAR(dsum.p()[r], want[r], 1e-5 * (1 + std::abs(want[r]))) << what << " D row " << r;
 
   a.lse_in = lse.p(), a.dsum = dsum.p();
-  run(unsigned(a.nkb * B * Hkv), kThreads, [&] { attn_bwd_kv_kernel<S, C, BM>(a); },
-      kv_smem_elems(BM, Dh) * sizeof(C), what + " dk/dv");
-  run(unsigned(a.nqb * B * H), kThreads, [&] { attn_bwd_q_kernel<S, C, BM>(a); }, q_smem_elems(BM, Dh) * sizeof(C),
-      what + " dq");
+  cuda_emu::launch(unsigned(a.nkb * B * Hkv), kThreads, [&] { attn_bwd_kv_kernel<S, C, BM>(a); },
+                   kv_smem_elems(BM, Dh) * sizeof(C));
+  cuda_emu::launch(unsigned(a.nqb * B * H), kThreads, [&] { attn_bwd_q_kernel<S, C, BM>(a); },
+                   q_smem_elems(BM, Dh) * sizeof(C));
   EXPECT_LE(rel_err(dq.p(), ref.dq), 2 * tol) << what;
   EXPECT_LE(rel_err(dk.p(), ref.dk), 2 * tol) << what;
   EXPECT_LE(rel_err(dv.p(), ref.dv), 2 * tol) << what;
@@ -82,7 +75,7 @@ TEST(CudaAttentionScalarEmulated, HeadDimZeroLseCountsVisibleKeys) {
   for (const bool causal : {false, true}) {
     const int64_t rows = 2 * 3 * 7, T = 7;
     Guarded<float> lse{size_t(rows)};
-    run(2, 32, [&] { attn_empty_lse_kernel<float>(rows, T, causal, lse.p()); }, 0, "head dim 0");
+    cuda_emu::launch(2, 32, [&] { attn_empty_lse_kernel<float>(rows, T, causal, lse.p()); });
     for (int64_t r = 0; r < rows; ++r)
       EXPECT_FLOAT_EQ(lse.p()[r], std::log(float(causal ? r % T + 1 : T))) << "causal=" << causal << " row " << r;
     EXPECT_TRUE(lse.guard_intact());

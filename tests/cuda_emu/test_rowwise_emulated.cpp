@@ -106,7 +106,7 @@ struct NormData {
         w(bf16_normal(size_t(n), 12)), b(bf16_normal(size_t(n), 13)), dy(bf16_normal(size_t(rows * n), 14)) {}
 };
 
-// Sums the chunk partials [groups, n] (and the next [groups, n] when `two`) with reduce_chunks_kernel.
+// Sums partials [groups, n] number `which` (0: the first [groups, n] of part, 1: the next) with reduce_chunks_kernel.
 template <class T>
 std::vector<T> reduce_partials(const Guarded<T>& part, int64_t groups, int64_t n, int which) {
   Guarded<T> out{size_t(n)};

@@ -3,9 +3,11 @@
 // tests/cuda_emu/include/cuda/attention_mma_ptx.cuh) can meet: a barrier per warp of 32, and one per block for
 // __syncthreads. Blocks run one after another, each with its own dynamic shared memory, filled with 0xff bytes (NaN
 // as float or bfloat16) so that a read of shared memory nothing wrote shows, and followed by a guard as large again
-// (at least 4 KiB) whose change is a fault (take_faults()). Not a CUDA implementation: a way to check, on machines
+// (at least 4 KiB) whose change fails the running test. Not a CUDA implementation: a way to check, on machines
 // without a GPU, a kernel's indexing and its code paths against each other and the math.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -15,7 +17,6 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <string>
 #include <thread>
@@ -53,18 +54,9 @@ inline unsigned linear_thread() { return threadIdx.x + blockDim.x * (threadIdx.y
 constexpr size_t kSlotBytes = 64;  // what one lane can publish in a warp-collective step
 constexpr unsigned char kGuardByte = 0xa5;
 
-// Preconditions the emulation found violated (the first few, from any thread), for the test to report: a fault is
-// recorded, not acted on.
-inline std::mutex fault_mutex;
-inline std::vector<std::string> fault_list;
-inline void fault(std::string what) {
-  const std::lock_guard<std::mutex> lock(fault_mutex);
-  if (fault_list.size() < 8) fault_list.push_back(std::move(what));
-}
-inline std::vector<std::string> take_faults() {
-  const std::lock_guard<std::mutex> lock(fault_mutex);
-  return std::exchange(fault_list, {});
-}
+// A violated precondition the emulation found (a shared address out of range, a write past the shared memory): a
+// failure of the running test, from whichever thread found it (GoogleTest's assertions are thread-safe).
+inline void fault(const std::string& what) { ADD_FAILURE() << "CUDA emulation: " << what; }
 
 struct SmemFree {
   void operator()(unsigned char* p) const { ::operator delete[](p, std::align_val_t(128)); }

@@ -6,7 +6,7 @@
 //   before its wait sees the old bytes (or the 0xff poison).
 // - ldmatrix and mma.sync are warp-collective steps: the 32 lanes' registers meet, and each lane computes its part
 //   from the fragment layouts (mma: exact bf16 products, summed in double, added to the float accumulator).
-// A violated precondition is a fault (cuda_emu::take_faults()).
+// A violated precondition fails the running test (cuda_emu::fault).
 #pragma once
 #include <cuda_runtime.h>
 
