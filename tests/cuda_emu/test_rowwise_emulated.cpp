@@ -1,10 +1,10 @@
 // The CUDA row kernels (cuda/rowwise_kernels.cuh) and cross-entropy kernels (cuda/cross_entropy_kernels.cuh) run
-// unchanged on the CPU through the stand-in runtime of tests/cuda_emu/include, against the formulas in double: each
-// vector width and threads-per-row the launchers pick (a warp per row, blocks of 128 to 512 threads per row), grids
-// smaller than the rows (grid-stride loops), rows shorter and longer than a pass of the group, -inf entries and an
-// all -inf row, the norms' parameter gradients through their chunk partials and reduce_chunks_kernel, and cross
-// entropy's target check, ignored rows and bf16 logits. Outputs start as NaN with a guard past their end. The
-// CPU-vs-CUDA parity tests (tests/cuda/) judge the kernels on a GPU.
+// unchanged on the CPU through the stand-in runtime of tests/cuda_emu/include, against the CPU row tests' float64
+// references (tests/ops/cpu/rowwise_reference.h): each vector width and threads-per-row the launchers pick (a warp per
+// row, blocks of 128 to 512 threads per row), grids smaller than the rows (grid-stride loops), rows shorter and longer
+// than a pass of the group, -inf entries and an all -inf row, the norms' parameter gradients through their chunk
+// partials and reduce_chunks_kernel, and cross entropy's target check, ignored rows and bf16 logits. Outputs start as
+// NaN with a guard past their end. The CPU-vs-CUDA parity tests (tests/cuda/) judge the kernels on a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,11 +15,15 @@
 #include "cuda/cross_entropy_kernels.cuh"
 #include "cuda/rowwise_kernels.cuh"
 #include "tests/cuda_emu/emu_check.h"
+#include "tests/ops/cpu/rowwise_reference.h"
 
 namespace uoe::cuda {
 namespace {
 
 using cuda_emu::as, cuda_emu::bf16_normal, cuda_emu::Guarded, cuda_emu::rel_err, cuda_emu::to_double;
+using rowwise_reference::kEps, rowwise_reference::kIgnore, rowwise_reference::ref_ce, rowwise_reference::ref_norm,
+    rowwise_reference::ref_norm_bwd, rowwise_reference::ref_softmax, rowwise_reference::ref_softmax_bwd;
+using Doubles = std::vector<double>;
 
 constexpr unsigned kGrid = 2;  // blocks: fewer than the rows, so every kernel loops
 
@@ -39,26 +43,14 @@ std::vector<double> softmax_input(int64_t rows, int64_t n) {
   return x;
 }
 
-void softmax_reference(int64_t rows, int64_t n, const std::vector<double>& x, bool log, std::vector<double>& y) {
-  y.assign(x.size(), 0);
-  for (int64_t r = 0; r < rows; ++r) {
-    const double* xr = x.data() + r * n;
-    double m = -INFINITY, s = 0;
-    for (int64_t j = 0; j < n; ++j) m = std::max(m, xr[j]);
-    for (int64_t j = 0; j < n; ++j) s += std::exp(xr[j] - m);
-    for (int64_t j = 0; j < n; ++j)
-      y[size_t(r * n + j)] = std::isinf(m) ? NAN : log ? xr[j] - m - std::log(s) : std::exp(xr[j] - m) / s;
-  }
-}
-
 template <class T, int V, int TPR>
 void check_softmax(int64_t rows, int64_t n) {
   for (const bool log : {false, true}) {
     const std::string what = std::string(log ? "log_softmax" : "softmax") + " V=" + std::to_string(V) +
                              " TPR=" + std::to_string(TPR) + " n=" + std::to_string(n);
     const std::vector<double> x = softmax_input(rows, n), dy = bf16_normal(size_t(rows * n), 7);
-    std::vector<double> y_ref;
-    softmax_reference(rows, n, x, log, y_ref);
+    Doubles y_ref, dx_ref;
+    ref_softmax(rows, n, x, y_ref, log);
     const std::vector<T> xs = as<T>(x), dys = as<T>(dy);
     Guarded<T> y(x.size()), dx(x.size());
     cuda_emu::launch(kGrid, Group<TPR>::kBlock, [&] {
@@ -67,27 +59,16 @@ void check_softmax(int64_t rows, int64_t n) {
     });
     EXPECT_LE(rel_err(y.p(), y_ref), tolerance<T>()) << what;
 
-    // backward from the reference's y (rounded to T), rows 0 and 3.. (rows 1 and 2 have no finite gradient)
+    // backward from the reference's y rounded to T (row 2's y, all NaN, gives NaN on both sides)
     const std::vector<T> ys = as<T>(y_ref);
     cuda_emu::launch(kGrid, Group<TPR>::kBlock, [&] {
       if (log) softmax_bwd_kernel<T, V, TPR, true>(rows, n, ys.data(), dys.data(), dx.p());
       else softmax_bwd_kernel<T, V, TPR, false>(rows, n, ys.data(), dys.data(), dx.p());
     });
-    std::vector<double> dx_ref, dx_got;
-    for (int64_t r = 0; r < rows; ++r) {
-      if (r == 1 || r == 2) continue;
-      double s = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        const double yj = to_double(ys[size_t(r * n + j)]);
-        s += log ? dy[size_t(r * n + j)] : dy[size_t(r * n + j)] * yj;
-      }
-      for (int64_t j = 0; j < n; ++j) {
-        const double yj = to_double(ys[size_t(r * n + j)]), g = dy[size_t(r * n + j)];
-        dx_ref.push_back(log ? g - std::exp(yj) * s : yj * (g - s));
-        dx_got.push_back(to_double(dx.p()[r * n + j]));
-      }
-    }
-    EXPECT_LE(rel_err(dx_got.data(), dx_ref), tolerance<T>()) << what << " backward";
+    Doubles y_rounded(ys.size());
+    for (size_t i = 0; i < ys.size(); ++i) y_rounded[i] = to_double(ys[i]);
+    ref_softmax_bwd(rows, n, y_rounded, dy, dx_ref, log);
+    EXPECT_LE(rel_err(dx.p(), dx_ref), tolerance<T>()) << what << " backward";
     EXPECT_TRUE(y.guard_intact() && dx.guard_intact()) << what << ": a kernel wrote past its output";
   }
 }
@@ -116,29 +97,25 @@ std::vector<T> reduce_partials(const Guarded<T>& part, int64_t groups, int64_t n
   return {out.p(), out.p() + n};
 }
 
+// x's mean and rstd as the kernels' inputs (rounded to T), and as the reference's (the same values).
+template <class T>
+std::vector<T> rounded_to(const Doubles& v, Doubles& as_double) {
+  const std::vector<T> r = as<T>(v);
+  as_double.resize(r.size());
+  for (size_t i = 0; i < r.size(); ++i) as_double[i] = to_double(r[i]);
+  return r;
+}
+
 template <class T, int V, int TPR>
 void check_rms_norm(const NormData& d) {
   const std::string what = "rms_norm V=" + std::to_string(V) + " TPR=" + std::to_string(TPR) + " n=" + std::to_string(d.n);
-  const T eps = T(1e-5);
-  std::vector<double> y_ref(d.x.size()), rstd_ref(size_t(d.rows)), dx_ref(d.x.size()), dw_ref(size_t(d.n), 0.0);
-  for (int64_t r = 0; r < d.rows; ++r) {
-    const double* xr = d.x.data() + r * d.n;
-    double ss = 0, c = 0;
-    for (int64_t j = 0; j < d.n; ++j) ss += xr[j] * xr[j];
-    const double rs = 1 / std::sqrt(ss / double(d.n) + double(eps));
-    rstd_ref[size_t(r)] = rs;
-    for (int64_t j = 0; j < d.n; ++j) c += d.dy[size_t(r * d.n + j)] * d.w[size_t(j)] * xr[j];
-    for (int64_t j = 0; j < d.n; ++j) {
-      const double g = d.dy[size_t(r * d.n + j)];
-      y_ref[size_t(r * d.n + j)] = xr[j] * rs * d.w[size_t(j)];
-      dx_ref[size_t(r * d.n + j)] = rs * g * d.w[size_t(j)] - xr[j] * c * rs * rs * rs / double(d.n);
-      dw_ref[size_t(j)] += g * xr[j] * rs;
-    }
-  }
-  const std::vector<T> x = as<T>(d.x), w = as<T>(d.w), dy = as<T>(d.dy), rstd_in = as<T>(rstd_ref);
+  Doubles y_ref, mean_ref, rstd_ref, dx_ref, dw_ref, db_ref, rstd_used;
+  ref_norm(false, d.rows, d.n, d.x, &d.w, nullptr, y_ref, mean_ref, rstd_ref);
+  const std::vector<T> x = as<T>(d.x), w = as<T>(d.w), dy = as<T>(d.dy), rstd_in = rounded_to<T>(rstd_ref, rstd_used);
+  ref_norm_bwd(false, d.rows, d.n, d.x, &d.w, mean_ref, rstd_used, d.dy, dx_ref, dw_ref, db_ref);
   Guarded<T> y(d.x.size()), rstd(size_t(d.rows)), dx(d.x.size()), part(size_t(d.groups * d.n));
   cuda_emu::launch(kGrid, Group<TPR>::kBlock,
-                   [&] { rms_fwd_kernel<T, V, TPR>(d.rows, d.n, x.data(), w.data(), eps, y.p(), rstd.p()); });
+                   [&] { rms_fwd_kernel<T, V, TPR>(d.rows, d.n, x.data(), w.data(), T(kEps), y.p(), rstd.p()); });
   EXPECT_LE(rel_err(y.p(), y_ref), tolerance<T>()) << what;
   EXPECT_LE(rel_err(rstd.p(), rstd_ref), tolerance<T>()) << what;
   cuda_emu::launch(kGrid, Group<TPR>::kBlock, [&] {
@@ -152,32 +129,14 @@ void check_rms_norm(const NormData& d) {
 template <class T, int V, int TPR>
 void check_layer_norm(const NormData& d) {
   const std::string what = "layer_norm V=" + std::to_string(V) + " TPR=" + std::to_string(TPR) + " n=" + std::to_string(d.n);
-  const T eps = T(1e-5);
-  std::vector<double> y_ref(d.x.size()), mean_ref(size_t(d.rows)), rstd_ref(size_t(d.rows)), dx_ref(d.x.size()),
-      dw_ref(size_t(d.n), 0.0), db_ref(size_t(d.n), 0.0);
-  for (int64_t r = 0; r < d.rows; ++r) {
-    const double* xr = d.x.data() + r * d.n;
-    double mu = 0, var = 0, sg = 0, sgx = 0;
-    for (int64_t j = 0; j < d.n; ++j) mu += xr[j] / double(d.n);
-    for (int64_t j = 0; j < d.n; ++j) var += (xr[j] - mu) * (xr[j] - mu) / double(d.n);
-    const double rs = 1 / std::sqrt(var + double(eps));
-    mean_ref[size_t(r)] = mu, rstd_ref[size_t(r)] = rs;
-    for (int64_t j = 0; j < d.n; ++j) {
-      const double g = d.dy[size_t(r * d.n + j)] * d.w[size_t(j)];
-      sg += g, sgx += g * (xr[j] - mu) * rs;
-    }
-    for (int64_t j = 0; j < d.n; ++j) {
-      const double xhat = (xr[j] - mu) * rs, dyj = d.dy[size_t(r * d.n + j)];
-      y_ref[size_t(r * d.n + j)] = xhat * d.w[size_t(j)] + d.b[size_t(j)];
-      dx_ref[size_t(r * d.n + j)] = rs * (dyj * d.w[size_t(j)] - sg / double(d.n) - xhat * sgx / double(d.n));
-      dw_ref[size_t(j)] += dyj * xhat, db_ref[size_t(j)] += dyj;
-    }
-  }
+  Doubles y_ref, mean_ref, rstd_ref, dx_ref, dw_ref, db_ref, mean_used, rstd_used;
+  ref_norm(true, d.rows, d.n, d.x, &d.w, &d.b, y_ref, mean_ref, rstd_ref);
   const std::vector<T> x = as<T>(d.x), w = as<T>(d.w), b = as<T>(d.b), dy = as<T>(d.dy);
-  const std::vector<T> mean_in = as<T>(mean_ref), rstd_in = as<T>(rstd_ref);
+  const std::vector<T> mean_in = rounded_to<T>(mean_ref, mean_used), rstd_in = rounded_to<T>(rstd_ref, rstd_used);
+  ref_norm_bwd(true, d.rows, d.n, d.x, &d.w, mean_used, rstd_used, d.dy, dx_ref, dw_ref, db_ref);
   Guarded<T> y(d.x.size()), mean(size_t(d.rows)), rstd(size_t(d.rows)), dx(d.x.size()), part(size_t(2 * d.groups * d.n));
   cuda_emu::launch(kGrid, Group<TPR>::kBlock, [&] {
-    ln_fwd_kernel<T, V, TPR>(d.rows, d.n, x.data(), w.data(), b.data(), eps, y.p(), mean.p(), rstd.p());
+    ln_fwd_kernel<T, V, TPR>(d.rows, d.n, x.data(), w.data(), b.data(), T(kEps), y.p(), mean.p(), rstd.p());
   });
   EXPECT_LE(rel_err(y.p(), y_ref), tolerance<T>()) << what;
   EXPECT_LE(rel_err(mean.p(), mean_ref), tolerance<T>()) << what;
@@ -207,8 +166,6 @@ TEST(CudaRowwiseEmulated, NormsBlockPerRowScalarDoubles) {
 }
 
 // ---- cross entropy ------------------------------------------------------------------------------------------------
-constexpr int64_t kIgnore = -100;
-
 // Logits S [rows, vocab]; every third row ignored; `bad_row` (if >= 0) gets the out-of-range target vocab.
 template <class S, int V, int TPR>
 void check_cross_entropy(int64_t rows, int64_t vocab, int64_t bad_row) {
@@ -233,17 +190,15 @@ void check_cross_entropy(int64_t rows, int64_t vocab, int64_t bad_row) {
   EXPECT_EQ(check.p()[1], bad_row) << what;
   EXPECT_EQ(check.p()[2], bad_row >= 0 ? vocab : 0) << what;
 
-  std::vector<double> lse_ref(static_cast<size_t>(rows)), loss_ref(static_cast<size_t>(rows)), dx_ref(logit.size());
-  for (int64_t r = 0; r < rows; ++r) {
-    const double* xr = logit.data() + r * vocab;
-    double m = -INFINITY, s = 0;
-    for (int64_t j = 0; j < vocab; ++j) m = std::max(m, xr[j]);
-    for (int64_t j = 0; j < vocab; ++j) s += std::exp(xr[j] - m);
-    const int64_t t = target[size_t(r)];
-    lse_ref[size_t(r)] = m + std::log(s);
-    loss_ref[size_t(r)] = t == kIgnore ? 0 : lse_ref[size_t(r)] - xr[t];
-    for (int64_t j = 0; j < vocab; ++j)
-      dx_ref[size_t(r * vocab + j)] = t == kIgnore ? 0 : (std::exp(xr[j] - lse_ref[size_t(r)]) - (j == t)) * g[size_t(r)];
+  Doubles loss_ref, lse_ref, p, dx_ref(logit.size());
+  if (bad_row < 0) {  // (a bad target has no reference)
+    ref_ce(rows, vocab, logit, target, loss_ref, lse_ref);
+    ref_softmax(rows, vocab, logit, p, false);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < vocab; ++j) {
+        const int64_t t = target[size_t(r)];
+        dx_ref[size_t(r * vocab + j)] = t == kIgnore ? 0.0 : (p[size_t(r * vocab + j)] - (j == t)) * g[size_t(r)];
+      }
   }
   Guarded<T> loss{size_t(rows)}, lse{size_t(rows)};
   Guarded<S> dx(logit.size());
