@@ -39,7 +39,7 @@ __device__ __forceinline__ Vec<T, V> load_vec(const char* p, int64_t stride, int
 template <int V, typename Out, typename... In, typename F, size_t... I>
 __device__ __forceinline__ void flat_step(const F& f, char* const* p, const int64_t* s, int64_t base,
                                           std::index_sequence<I...>) {
-  const ::cuda::std::tuple<Vec<In, V>...> r(load_vec<In, V>(p[I + 1], s[I + 1], base)...);
+  [[maybe_unused]] const ::cuda::std::tuple<Vec<In, V>...> r(load_vec<In, V>(p[I + 1], s[I + 1], base)...);  // none for a fill
   Vec<Out, V> o;
 #pragma unroll
   for (int v = 0; v < V; ++v) o.v[v] = f(::cuda::std::get<I>(r).v[v]...);

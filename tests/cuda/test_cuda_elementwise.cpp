@@ -257,7 +257,7 @@ TEST_F(CudaKernels, Bfloat16KernelsEqualTheFloat32KernelsBetweenCasts) {
   using kernels::ActivationGrad;
   using kernels::BinaryKind;
   using kernels::UnaryKind;
-  const Tensor x = ops::cat({mixed_values(64, true), randn({64}) * 3.0}, 0).to(DType::BFloat16).reshape({16, 8})
+  const Tensor x = ops::cat({mixed_values(64, true), (randn({64}) * 3.0).to(DType::Float64)}, 0).to(DType::BFloat16).reshape({16, 8})
                        .transpose(0, 1);                                          // [8, 16], strided
   const Tensor y = (randn({16}) * 2.0).to(DType::BFloat16);                      // broadcast over rows
   const Tensor xf = x.to(DType::Float32), yf = y.to(DType::Float32);

@@ -321,9 +321,21 @@ void check_attention(const AttnCase& c) {
   const double t = std::is_same_v<T, double> ? 1e-12 : 1e-5;
   EXPECT_LE(rel_err(gout, out), t) << what;
   EXPECT_LE(rel_err(glse, lse), t) << what;
-  EXPECT_LE(rel_err(gdq, dq), t) << what;
-  EXPECT_LE(rel_err(gdk, dk), t) << what;
   EXPECT_LE(rel_err(gdv, dv), t) << what;
+  if (c.T > 1) {
+    EXPECT_LE(rel_err(gdq, dq), t) << what;
+    EXPECT_LE(rel_err(gdk, dk), t) << what;
+    return;
+  }
+  // One key: its softmax weight is 1 and dS = dO·v - D = 0, so dq and dk are 0 up to the rounding of two sums of
+  // dO·v taken in different orders (the CPU's may cancel exactly where the GPU's does not).
+  auto norm = [](const Tensor& x) {
+    const Tensor d = x.to(Device::cpu()).to(DType::Float64);
+    return std::sqrt(ops::sum(d * d).item<double>());
+  };
+  const double bound = t * double(s.scale) * norm(dout) * norm(v) * (norm(q) + norm(k));
+  EXPECT_LE(norm(gdq), bound) << what;
+  EXPECT_LE(norm(gdk), bound) << what;
 }
 
 const std::vector<AttnCase> kScalarCases = {

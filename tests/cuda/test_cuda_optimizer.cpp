@@ -107,7 +107,8 @@ TEST_F(CudaOptimizer, Bf16ParametersMatchTheCpuKernelOverSteps) {
   EXPECT_LT(rel_err(dp.to(DType::Float32), p.to(DType::Float32)), 1e-2);
   EXPECT_LT(rel_err(dm, m), 1e-5);
   EXPECT_LT(rel_err(dq.to(DType::Float32), q.to(DType::Float32)), 1e-2);
-  EXPECT_LT(rel_err(dvel, vel), 1e-5);
+  // SGD's velocity takes the weight decay of parameters that agree to bfloat16 rounding: 0.01 x 1e-2
+  EXPECT_LT(rel_err(dvel, vel), 1e-4);
 }
 
 // cpu::squared_norm and cuda::squared_norm (into a device double, read back here).

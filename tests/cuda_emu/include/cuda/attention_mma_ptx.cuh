@@ -43,30 +43,39 @@ struct AsyncCopy {
   uint32_t bytes;
   bool valid;
 };
-inline thread_local std::vector<AsyncCopy> t_open_group;
-inline thread_local std::deque<std::vector<AsyncCopy>> t_committed;
+// The copies a thread issued that no wait has retired: the open group, and the committed groups, oldest first.
+struct AsyncCopies {
+  std::vector<AsyncCopy> open;
+  std::deque<std::vector<AsyncCopy>> committed;
+};
+inline AsyncCopies& async_copies() { return cuda_emu::thread_local_state<AsyncCopies>(); }
 
 inline void cp_async(uint32_t dst, const void* src, uint32_t bytes, bool valid) {
-  if (smem_at(dst, bytes, bytes, "cp.async")) t_open_group.push_back({dst, src, bytes, valid});
+  if (smem_at(dst, bytes, bytes, "cp.async")) async_copies().open.push_back({dst, src, bytes, valid});
 }
 inline void cp_async16(uint32_t dst, const void* src, bool valid) { cp_async(dst, src, 16, valid); }
 inline void cp_async4(uint32_t dst, const void* src, bool valid) { cp_async(dst, src, 4, valid); }
-inline void cp_async_commit() { t_committed.push_back(std::exchange(t_open_group, {})); }
+inline void cp_async_commit() {
+  AsyncCopies& a = async_copies();
+  a.committed.push_back(std::exchange(a.open, {}));
+}
 template <int N>
 void cp_async_wait() {
-  while (t_committed.size() > size_t(N)) {
-    for (const AsyncCopy& c : t_committed.front()) {
+  auto& committed = async_copies().committed;
+  while (committed.size() > size_t(N)) {
+    for (const AsyncCopy& c : committed.front()) {
       unsigned char* dst = dynamic_smem() + c.dst;
       if (c.valid) std::memcpy(dst, c.src, c.bytes);
       else std::memset(dst, 0, c.bytes);
     }
-    t_committed.pop_front();
+    committed.pop_front();
   }
 }
 // The copies this thread issued that no wait has retired (a kernel should end with none).
 inline size_t cp_async_pending() {
-  size_t n = t_open_group.size();
-  for (const auto& group : t_committed) n += group.size();
+  const AsyncCopies& a = async_copies();
+  size_t n = a.open.size();
+  for (const auto& group : a.committed) n += group.size();
   return n;
 }
 

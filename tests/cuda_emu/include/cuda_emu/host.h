@@ -1,0 +1,443 @@
+// The host side of the CPU stand-in for CUDA (tests/cuda_emu): devices, memory, streams, events and kernel launches,
+// as the CUDA runtime API documents them, on the CPU.
+//
+// - Two devices of 4 GiB each (cudaMemGetInfo counts what cudaMalloc handed out). Device memory is host memory
+//   (256-byte aligned), so host code that reads it directly works here where it would fail on a GPU.
+// - Work is asynchronous: a kernel, copy or memset issued to a stream is queued, and runs only when the host waits
+//   for it (cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize, cudaFree, a copy to pageable host
+//   memory), or when work it is ordered before runs. Reading results without waiting reads stale memory, as a
+//   GPU that has not got there yet would. Streams keep CUDA's ordering: the legacy default stream (nullptr) waits for
+//   the blocking streams of its device and they for it; cudaStreamNonBlocking streams only for events they wait on.
+// - A launch is checked as the driver checks it (block size, grid size, dynamic shared memory at most 227 KiB as on
+//   an H100 or H200; not whether the kernel's cudaFuncAttributeMaxDynamicSharedMemorySize allows it); a bad one
+//   sets the error cudaGetLastError returns and runs nothing.
+// Everything is behind one lock; work runs on the host thread that waits for it.
+#pragma once
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "cuda_emu/blocks.h"
+
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorInvalidDevice = 101,
+  cudaErrorInvalidResourceHandle = 400,
+  cudaErrorNotReady = 600,
+};
+using cudaError = cudaError_t;
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost = 0,
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3,
+  cudaMemcpyDefault = 4,
+};
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+enum cudaMemoryType { cudaMemoryTypeUnregistered = 0, cudaMemoryTypeHost = 1, cudaMemoryTypeDevice = 2 };
+struct cudaPointerAttributes {
+  cudaMemoryType type;
+  int device;
+  void* devicePointer;
+  void* hostPointer;
+};
+constexpr unsigned cudaStreamDefault = 0, cudaStreamNonBlocking = 1;
+constexpr unsigned cudaEventDefault = 0, cudaEventDisableTiming = 2;
+
+struct CUstream_st;
+using cudaStream_t = CUstream_st*;
+struct CUevent_st;
+using cudaEvent_t = CUevent_st*;
+
+namespace uoe::cuda_emu {
+
+constexpr int kDevices = 2;
+constexpr size_t kDeviceBytes = size_t(4) << 30;
+constexpr size_t kMaxSmemOptin = 227 << 10;
+
+// One queued piece of work and the work of other streams it waits for: (stream, how many of its items).
+struct Item {
+  std::function<void()> work;
+  std::vector<std::pair<CUstream_st*, uint64_t>> waits;
+};
+
+}  // namespace uoe::cuda_emu
+
+struct CUstream_st {
+  int device = 0;
+  bool blocking = true;
+  bool legacy = false;
+  std::deque<uoe::cuda_emu::Item> queue;
+  uint64_t issued = 0, done = 0;  // items issued to the stream, and run
+};
+struct CUevent_st {
+  CUstream_st* stream = nullptr;  // where it was last recorded (nullptr: never)
+  uint64_t item = 0;              // complete once the stream has run this many items
+  bool timing = true;
+  std::chrono::steady_clock::time_point when{};
+};
+
+namespace uoe::cuda_emu {
+
+enum class Memory { device, pinned };
+struct Allocation {
+  size_t bytes;
+  int device;
+  Memory kind;
+};
+
+struct State {
+  std::recursive_mutex mu;
+  std::array<CUstream_st, kDevices> legacy;
+  std::set<CUstream_st*> streams;  // every live stream, the legacy ones included
+  std::map<uintptr_t, Allocation> allocations;
+  std::array<size_t, kDevices> used{};
+  State() {
+    for (int d = 0; d < kDevices; ++d) {
+      legacy[size_t(d)].device = d, legacy[size_t(d)].legacy = true;
+      streams.insert(&legacy[size_t(d)]);
+    }
+  }
+};
+inline State& state() {
+  static auto* s = new State();  // never destroyed: static destructors elsewhere may still free device memory
+  return *s;
+}
+inline thread_local int t_device = 0;
+inline thread_local cudaError_t t_last_error = cudaSuccess;
+
+// Records a failed call's error for cudaGetLastError, and returns it.
+inline cudaError_t fail_with(cudaError_t e) {
+  t_last_error = e;
+  return e;
+}
+
+inline CUstream_st* resolve(cudaStream_t s) { return s ? s : &state().legacy[size_t(t_device)]; }
+
+// Runs `s`'s queued work until it has run `upto` items (and, first, whatever each item waits for).
+inline void run_until(CUstream_st* s, uint64_t upto) {
+  std::lock_guard<std::recursive_mutex> lock(state().mu);
+  while (s->done < upto) {
+    Item item = std::move(s->queue.front());
+    s->queue.pop_front();
+    for (auto [other, n] : item.waits) run_until(other, n);
+    if (item.work) item.work();
+    ++s->done;
+  }
+}
+inline void run_all(CUstream_st* s) { run_until(s, s->issued); }
+inline void run_device(int device) {
+  std::lock_guard<std::recursive_mutex> lock(state().mu);
+  for (CUstream_st* s : state().streams)
+    if (s->device == device) run_all(s);
+}
+
+// Queues `work` on `stream`, after what CUDA orders before it; returns the item's number (1-based).
+inline uint64_t enqueue(cudaStream_t stream, std::function<void()> work) {
+  State& st = state();
+  std::lock_guard<std::recursive_mutex> lock(st.mu);
+  CUstream_st* s = resolve(stream);
+  Item item{std::move(work), {}};
+  if (s->legacy) {  // the legacy stream waits for every blocking stream of its device
+    for (CUstream_st* o : st.streams)
+      if (o != s && o->blocking && o->device == s->device) item.waits.emplace_back(o, o->issued);
+  } else if (s->blocking) {  // ... and they for it
+    CUstream_st* l = &st.legacy[size_t(s->device)];
+    item.waits.emplace_back(l, l->issued);
+  }
+  s->queue.push_back(std::move(item));
+  return ++s->issued;
+}
+
+inline const Allocation* find_allocation(const void* p) {
+  auto& a = state().allocations;
+  auto it = a.upper_bound(reinterpret_cast<uintptr_t>(p));
+  if (it == a.begin()) return nullptr;
+  --it;
+  return reinterpret_cast<uintptr_t>(p) < it->first + it->second.bytes ? &it->second : nullptr;
+}
+
+// Whether a copy touches pageable host memory (neither device nor cudaMallocHost memory).
+inline bool pageable(const void* p) { return find_allocation(p) == nullptr; }
+
+// A kernel launch (the form tests/cuda_emu/tools/rewrite_launches.cpp writes `kernel<<<...>>>(args)` in): checked as
+// the driver checks it, then queued with the arguments as they are at the launch; `call` calls the kernel with them.
+template <class Call>
+struct Launch {
+  Call call;
+  dim3 grid, block;
+  size_t smem;
+  cudaStream_t stream;
+  template <class... Args>
+  void operator()(Args&&... args) const {
+    if (cudaError_t e = check(); e != cudaSuccess) return (void)fail_with(e);
+    enqueue(stream, [call = call, grid = grid, block = block, smem = smem,
+                     values = std::tuple<std::decay_t<Args>...>(std::forward<Args>(args)...)] {
+      launch(grid, block, [&] { std::apply(call, values); }, smem);
+    });
+  }
+  cudaError_t check() const {
+    const uint64_t threads = uint64_t(block.x) * block.y * block.z;
+    if (threads == 0 || threads > kMaxThreads || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
+        grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535)
+      return cudaErrorInvalidConfiguration;
+    return smem > kMaxSmemOptin ? cudaErrorInvalidValue : cudaSuccess;
+  }
+};
+template <class Call>
+Launch<Call> launch_kernel(Call call, dim3 grid, dim3 block, size_t smem = 0, cudaStream_t stream = nullptr) {
+  return {call, grid, block, smem, stream};
+}
+
+}  // namespace uoe::cuda_emu
+
+// ---- the runtime API ------------------------------------------------------------------------------------------
+
+inline cudaError_t cudaGetLastError() { return std::exchange(uoe::cuda_emu::t_last_error, cudaSuccess); }
+inline cudaError_t cudaPeekAtLastError() { return uoe::cuda_emu::t_last_error; }
+inline const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+  }
+  return "cudaErrorUnknown";
+}
+inline const char* cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
+  }
+  return "unknown error";
+}
+
+inline cudaError_t cudaGetDeviceCount(int* n) {
+  *n = uoe::cuda_emu::kDevices;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGetDevice(int* d) {
+  *d = uoe::cuda_emu::t_device;
+  return cudaSuccess;
+}
+inline cudaError_t cudaSetDevice(int d) {
+  if (d < 0 || d >= uoe::cuda_emu::kDevices) return uoe::cuda_emu::fail_with(cudaErrorInvalidDevice);
+  uoe::cuda_emu::t_device = d;
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  if (device < 0 || device >= uoe::cuda_emu::kDevices) return uoe::cuda_emu::fail_with(cudaErrorInvalidDevice);
+  switch (attr) {
+    case cudaDevAttrMultiProcessorCount: *value = 132; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = int(uoe::cuda_emu::kMaxSmemOptin); return cudaSuccess;
+  }
+  return uoe::cuda_emu::fail_with(cudaErrorInvalidValue);
+}
+template <class... Params>
+cudaError_t cudaFuncSetAttribute(void (*)(Params...), cudaFuncAttribute attr, int value) {
+  using namespace uoe::cuda_emu;
+  if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 || size_t(value) > kMaxSmemOptin)
+    return fail_with(cudaErrorInvalidValue);
+  return cudaSuccess;
+}
+
+// ---- memory ----
+
+inline cudaError_t cudaMalloc(void** p, size_t bytes) {
+  using namespace uoe::cuda_emu;
+  State& st = state();
+  std::lock_guard<std::recursive_mutex> lock(st.mu);
+  const size_t rounded = std::max<size_t>((bytes + 255) / 256 * 256, 256);
+  if (rounded > kDeviceBytes - st.used[size_t(t_device)]) return fail_with(cudaErrorMemoryAllocation);
+  *p = ::operator new[](rounded, std::align_val_t(256));
+  st.allocations[reinterpret_cast<uintptr_t>(*p)] = {rounded, t_device, Memory::device};
+  st.used[size_t(t_device)] += rounded;
+  return cudaSuccess;
+}
+// Waits for the device's work first, as cudaFree does.
+inline cudaError_t cudaFree(void* p) {
+  using namespace uoe::cuda_emu;
+  if (!p) return cudaSuccess;
+  State& st = state();
+  std::lock_guard<std::recursive_mutex> lock(st.mu);
+  auto it = st.allocations.find(reinterpret_cast<uintptr_t>(p));
+  if (it == st.allocations.end() || it->second.kind != Memory::device) return fail_with(cudaErrorInvalidValue);
+  run_device(it->second.device);
+  st.used[size_t(it->second.device)] -= it->second.bytes;
+  st.allocations.erase(it);
+  ::operator delete[](p, std::align_val_t(256));
+  return cudaSuccess;
+}
+inline cudaError_t cudaMallocHost(void** p, size_t bytes) {
+  using namespace uoe::cuda_emu;
+  std::lock_guard<std::recursive_mutex> lock(state().mu);
+  const size_t rounded = std::max<size_t>((bytes + 255) / 256 * 256, 256);
+  *p = ::operator new[](rounded, std::align_val_t(256));
+  state().allocations[reinterpret_cast<uintptr_t>(*p)] = {rounded, t_device, Memory::pinned};
+  return cudaSuccess;
+}
+inline cudaError_t cudaFreeHost(void* p) {
+  using namespace uoe::cuda_emu;
+  if (!p) return cudaSuccess;
+  std::lock_guard<std::recursive_mutex> lock(state().mu);
+  auto it = state().allocations.find(reinterpret_cast<uintptr_t>(p));
+  if (it == state().allocations.end() || it->second.kind != Memory::pinned) return fail_with(cudaErrorInvalidValue);
+  for (CUstream_st* s : state().streams) run_all(s);  // as cudaFreeHost, which waits for the work using it
+  state().allocations.erase(it);
+  ::operator delete[](p, std::align_val_t(256));
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  using namespace uoe::cuda_emu;
+  std::lock_guard<std::recursive_mutex> lock(state().mu);
+  *total_bytes = kDeviceBytes;
+  *free_bytes = kDeviceBytes - state().used[size_t(t_device)];
+  return cudaSuccess;
+}
+inline cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
+  using namespace uoe::cuda_emu;
+  std::lock_guard<std::recursive_mutex> lock(state().mu);
+  const Allocation* alloc = find_allocation(p);
+  *a = {cudaMemoryTypeUnregistered, -1, nullptr, const_cast<void*>(p)};
+  if (alloc) {
+    a->type = alloc->kind == Memory::device ? cudaMemoryTypeDevice : cudaMemoryTypeHost;
+    a->device = alloc->device;
+    a->devicePointer = const_cast<void*>(p);
+    a->hostPointer = alloc->kind == Memory::pinned ? const_cast<void*>(p) : nullptr;
+  }
+  return cudaSuccess;
+}
+
+// A copy from pageable host memory reads it at the call (CUDA stages it); one to pageable host memory returns once
+// it is done; copies between device or pinned memory run in stream order.
+inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind, cudaStream_t stream = nullptr) {
+  using namespace uoe::cuda_emu;
+  if (n == 0) return cudaSuccess;
+  std::lock_guard<std::recursive_mutex> lock(state().mu);
+  uint64_t item = 0;
+  if (pageable(src)) {
+    auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(src),
+                                                              static_cast<const unsigned char*>(src) + n);
+    item = enqueue(stream, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
+  } else {
+    item = enqueue(stream, [dst, src, n] { std::memmove(dst, src, n); });
+  }
+  if (pageable(dst)) run_until(resolve(stream), item);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+  using namespace uoe::cuda_emu;
+  if (cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, nullptr); e != cudaSuccess) return e;
+  run_all(resolve(nullptr));
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t stream = nullptr) {
+  if (n) uoe::cuda_emu::enqueue(stream, [p, value, n] { std::memset(p, value, n); });
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemset2DAsync(void* p, size_t pitch, int value, size_t width, size_t height,
+                                     cudaStream_t stream = nullptr) {
+  if (width > pitch && height > 1) return uoe::cuda_emu::fail_with(cudaErrorInvalidValue);
+  uoe::cuda_emu::enqueue(stream, [=] {
+    for (size_t r = 0; r < height; ++r) std::memset(static_cast<unsigned char*>(p) + r * pitch, value, width);
+  });
+  return cudaSuccess;
+}
+
+// ---- streams and events ----
+
+inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags) {
+  using namespace uoe::cuda_emu;
+  std::lock_guard<std::recursive_mutex> lock(state().mu);
+  *s = new CUstream_st();
+  (*s)->device = t_device;
+  (*s)->blocking = (flags & cudaStreamNonBlocking) == 0;
+  state().streams.insert(*s);
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
+// Queued work still runs (as on a GPU, where it completes after the stream is destroyed).
+inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  using namespace uoe::cuda_emu;
+  std::lock_guard<std::recursive_mutex> lock(state().mu);
+  if (!s || !state().streams.count(s)) return fail_with(cudaErrorInvalidResourceHandle);
+  run_all(s);
+  state().streams.erase(s);
+  delete s;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  uoe::cuda_emu::run_all(uoe::cuda_emu::resolve(s));
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamQuery(cudaStream_t s) {
+  std::lock_guard<std::recursive_mutex> lock(uoe::cuda_emu::state().mu);
+  const CUstream_st* st = uoe::cuda_emu::resolve(s);
+  return st->done == st->issued ? cudaSuccess : cudaErrorNotReady;
+}
+inline cudaError_t cudaDeviceSynchronize() {
+  uoe::cuda_emu::run_device(uoe::cuda_emu::t_device);
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
+  *e = new CUevent_st();
+  (*e)->timing = (flags & cudaEventDisableTiming) == 0;
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete e;
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t stream = nullptr) {
+  using namespace uoe::cuda_emu;
+  std::lock_guard<std::recursive_mutex> lock(state().mu);
+  e->stream = resolve(stream);
+  e->item = enqueue(stream, [e] { e->when = std::chrono::steady_clock::now(); });
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventQuery(cudaEvent_t e) {
+  std::lock_guard<std::recursive_mutex> lock(uoe::cuda_emu::state().mu);
+  return !e->stream || e->stream->done >= e->item ? cudaSuccess : cudaErrorNotReady;
+}
+inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  if (e->stream) uoe::cuda_emu::run_until(e->stream, e->item);
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t e, unsigned = 0) {
+  using namespace uoe::cuda_emu;
+  std::lock_guard<std::recursive_mutex> lock(state().mu);
+  CUstream_st* s = resolve(stream);
+  if (!e->stream) return cudaSuccess;
+  enqueue(stream, {});
+  s->queue.back().waits.emplace_back(e->stream, e->item);
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (!start->timing || !end->timing || !start->stream || !end->stream)
+    return uoe::cuda_emu::fail_with(cudaErrorInvalidResourceHandle);
+  if (cudaEventQuery(start) != cudaSuccess || cudaEventQuery(end) != cudaSuccess) return cudaErrorNotReady;
+  *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
+  return cudaSuccess;
+}
