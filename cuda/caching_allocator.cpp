@@ -34,7 +34,7 @@ struct Block {
   char* ptr = nullptr;
   Block* prev = nullptr;
   Block* next = nullptr;
-  cudaStream_t stream = nullptr;          // the device's current stream when it was handed out
+  cudaStream_t stream = nullptr;          // its segment's: the device's current stream when that was allocated
   std::vector<cudaStream_t> stream_uses;  // other streams that use it (record_stream)
 };
 
@@ -50,13 +50,14 @@ struct StreamMarker {
   void wait() const { event->synchronize(); }
 };
 
-// Free blocks ordered by size, then address: lower_bound(size) is the best fit.
-struct BySize {
+// Free blocks ordered by stream, then size, then address: lower_bound({stream, size}) is the stream's best fit.
+struct ByStreamAndSize {
   bool operator()(const Block* a, const Block* b) const {
+    if (a->stream != b->stream) return std::less<cudaStream_t>()(a->stream, b->stream);
     return a->size != b->size ? a->size < b->size : a->ptr < b->ptr;
   }
 };
-using FreeBlocks = std::set<Block*, BySize>;
+using FreeBlocks = std::set<Block*, ByStreamAndSize>;
 
 struct DevicePool {
   FreeBlocks small, large;
@@ -88,11 +89,15 @@ class CachingAllocator final : public Allocator {
     const size_t size = allocation_size(nbytes);
     FreeBlocks& free_blocks = small ? pool.small : pool.large;
 
+    // Only a block of the current stream's segments: work queued on another stream may still use a block freed
+    // there, and nothing orders this stream's work after it.
+    const cudaStream_t stream = current_stream(device);
     Block* block = nullptr;
     Block key;
+    key.stream = stream;
     key.size = size;
-    auto it = free_blocks.lower_bound(&key);  // smallest free block of at least `size` bytes
-    if (it != free_blocks.end()) {
+    auto it = free_blocks.lower_bound(&key);  // the stream's smallest free block of at least `size` bytes
+    if (it != free_blocks.end() && (*it)->stream == stream) {
       block = *it;
       free_blocks.erase(it);
     } else {
@@ -103,6 +108,7 @@ class CachingAllocator final : public Allocator {
       block->small = small;
       block->size = segment;
       block->ptr = base;
+      block->stream = stream;
       pool.stats.reserved += segment;
       total_.reserved += segment;
     }
@@ -114,6 +120,7 @@ class CachingAllocator final : public Allocator {
       tail->small = small;
       tail->size = rest;
       tail->ptr = block->ptr + size;
+      tail->stream = stream;
       tail->prev = block;
       tail->next = block->next;
       if (block->next) block->next->prev = tail;
@@ -122,7 +129,6 @@ class CachingAllocator final : public Allocator {
       free_blocks.insert(tail);
     }
     block->allocated = true;
-    block->stream = current_stream(device);
     block->stream_uses.clear();
     live_.emplace(block->ptr, block);
     add_allocated(pool, block->size);

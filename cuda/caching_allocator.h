@@ -7,9 +7,12 @@
 // so training steps reuse memory without calling cudaMalloc/cudaFree. When cudaMalloc fails, the device's
 // fully free segments are released and the call is retried once; then the error names the numbers.
 //
-// Streams: a block belongs to the stream current when it was handed out, and a freed block is reusable at once
-// by work issued after the free, which is safe while all work runs on one stream in issue order (the library's
-// default: cuda/stream.h). A block that work on another stream also uses is marked with record_stream (as
+// Streams: a segment belongs to the stream current when it was allocated, and so do its blocks. A freed block is
+// reusable at once, by requests on its stream only: their work is issued after the free, in that stream's order
+// (the library's default stream orders everything: cuda/stream.h), while work still queued where the block was used
+// could overwrite what another stream writes there (as PyTorch, whose caching allocator also keeps blocks per
+// stream). A request on another stream is served from that stream's segments. A block that work on another stream
+// also uses is marked with record_stream (as
 // PyTorch's Tensor.record_stream): its free then records an event on each such stream, and the block goes back
 // to the pool only once those events have completed (polled on later allocations; empty_cache and the retry
 // after a failed cudaMalloc wait for them). Its bytes leave `allocated` at the free. Allocator::allocate serves

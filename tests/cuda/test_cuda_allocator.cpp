@@ -150,6 +150,33 @@ TEST_F(CudaAllocator, BlockUsedOnAnotherStreamIsNotReusedBeforeThatStreamIsDone)
   UOE_CUDA_CHECK("test", cudaStreamDestroy(side));
 }
 
+// A block freed on one stream, whose work there may still be queued, is not handed to a request on another stream
+// (whose work nothing orders after it); requests on that other stream get its own segments, small and large, and
+// the block goes back to requests on its own stream.
+TEST_F(CudaAllocator, FreedBlockServesOnlyItsOwnStream) {
+  Allocator& a = cuda::caching_allocator();
+  a.empty_cache();
+  cudaStream_t side = nullptr;
+  UOE_CUDA_CHECK("test", cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  for (const size_t n : {size_t(4096), 37 * kMiB + 1}) {
+    void* p = cuda::allocate_on(0, n);
+    UOE_CUDA_CHECK("test", cudaMemsetAsync(p, 0x11, n, cuda::current_stream(0)));  // may still be queued
+    a.deallocate(p, n);
+    void* q = nullptr;
+    {
+      cuda::StreamGuard guard(0, side);
+      q = cuda::allocate_on(0, n);
+    }
+    EXPECT_NE(q, p) << n << " bytes";
+    void* r = cuda::allocate_on(0, n);
+    EXPECT_EQ(r, p) << n << " bytes";
+    a.deallocate(r, n);
+    a.deallocate(q, n);
+  }
+  cuda::synchronize(0, "test");
+  UOE_CUDA_CHECK("test", cudaStreamDestroy(side));
+}
+
 TEST_F(CudaAllocator, RecordStreamOfTheBlocksOwnStreamOrForeignMemoryChangesNothing) {
   Allocator& a = cuda::caching_allocator();
   const size_t n = 3 * kMiB;

@@ -142,8 +142,8 @@ void run_one(const Gemm& g, const S* a, const S* b, S* c) {
       cols[j * k + p] = value_of(g.trans_b ? b[j + p * size_t(g.ldb)] : b[p + j * size_t(g.ldb)], tf32);
   for (size_t j = 0; j < n; ++j)
     for (size_t i = 0; i < m; ++i) {
-      const double* x = &rows[i * k];
-      const double* y = &cols[j * k];
+      const double* x = rows.data() + i * k;
+      const double* y = cols.data() + j * k;
       double sum[4] = {0, 0, 0, 0};  // four running sums, so that the products do not wait on one another
       size_t p = 0;
       for (; p + 4 <= k; p += 4)

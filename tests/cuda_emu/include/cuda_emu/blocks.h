@@ -23,6 +23,7 @@
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define UOE_EMU_ASAN 1
 #else
@@ -141,6 +142,10 @@ extern "C" void uoe_emu_switch(void** save, void* to);
 
 // Prepares `c` to start `entry` (which never returns) on the given stack.
 inline void start_context(Context& c, unsigned char* stack, size_t bytes, void (*entry)()) {
+#if UOE_EMU_ASAN
+  // The fiber that last used the stack ended without returning: its frames' redzones are still poisoned.
+  __asan_unpoison_memory_region(stack, bytes);
+#endif
 #if defined(__x86_64__)
   auto** sp = reinterpret_cast<void**>((reinterpret_cast<uintptr_t>(stack) + bytes) & ~uintptr_t(15));
   *--sp = nullptr;                             // entry's return address: it never returns
