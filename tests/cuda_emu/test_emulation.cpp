@@ -1,0 +1,92 @@
+// The CUDA stand-in itself (tests/cuda_emu/include): that it reports what it promises to (a deadlock at a barrier,
+// a missing barrier, a bad launch, work read before the host waited for it), so that the emulated tests can fail.
+#include <cuda_runtime.h>
+#include <gtest/gtest-spi.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "cuda/dynamic_smem.cuh"
+
+namespace uoe {
+namespace {
+
+constexpr unsigned kThreads = 64;
+
+// Each thread writes its slot of shared memory, then reads its neighbour's, after a barrier or not.
+__global__ void neighbour_kernel(uint32_t* out, bool barrier) {
+  auto* slots = reinterpret_cast<uint32_t*>(cuda::dynamic_smem());
+  const unsigned t = threadIdx.x;
+  slots[t] = t;
+  if (barrier) __syncthreads();
+  out[t] = slots[(t + 1) % blockDim.x];
+}
+
+TEST(CudaEmulation, AMissingBarrierReadsThePoisonAndABarrierTheWrite) {
+  std::vector<uint32_t> out(kThreads);
+  cuda_emu::launch(1, kThreads, [&] { neighbour_kernel(out.data(), false); }, kThreads * sizeof(uint32_t));
+  EXPECT_EQ(out[0], 0xffffffffu) << "thread 0 read thread 1's slot before thread 1 wrote it";
+  cuda_emu::launch(1, kThreads, [&] { neighbour_kernel(out.data(), true); }, kThreads * sizeof(uint32_t));
+  for (unsigned t = 0; t < kThreads; ++t) EXPECT_EQ(out[t], (t + 1) % kThreads);
+}
+
+// Half the block returns before a barrier the other half waits at.
+__global__ void divergent_barrier_kernel(int* out) {
+  if (threadIdx.x >= kThreads / 2) return;
+  __syncthreads();
+  out[threadIdx.x] = 1;
+}
+
+TEST(CudaEmulation, ABarrierSomeThreadsNeverReachIsADeadlock) {
+  std::vector<int> out(kThreads, 0);
+  EXPECT_NONFATAL_FAILURE(cuda_emu::launch(1, kThreads, [&] { divergent_barrier_kernel(out.data()); }),
+                          "deadlock in block 0");
+}
+
+__global__ void fill_kernel(int* out, int value) { out[threadIdx.x] = value; }
+
+TEST(CudaEmulation, ABadLaunchSetsTheErrorAndRunsNothing) {
+  int* d = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 2048 * sizeof(int)), cudaSuccess);
+  std::memset(d, 0, 2048 * sizeof(int));  // device memory is host memory here
+  cuda_emu::launch_kernel([](auto&&... a) { fill_kernel(a...); }, 1, 2048)(d, 7);  // over 1024 threads
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // read once
+  cuda_emu::launch_kernel([](auto&&... a) { fill_kernel(a...); }, 1, 32, 228 << 10)(d, 7);  // past 227 KiB
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  int host = -1;
+  ASSERT_EQ(cudaMemcpy(&host, d, sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(host, 0);
+  ASSERT_EQ(cudaFree(d), cudaSuccess);
+}
+
+TEST(CudaEmulation, QueuedWorkRunsWhenTheHostWaitsAndInStreamOrder) {
+  int* d = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 32 * sizeof(int)), cudaSuccess);
+  cudaStream_t a = nullptr, b = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking), cudaSuccess);
+  std::memset(d, 0, 32 * sizeof(int));  // device memory is host memory here: set directly
+  cuda_emu::launch_kernel([](auto&&... x) { fill_kernel(x...); }, 1, 32, 0, a)(d, 5);
+  EXPECT_EQ(cudaStreamQuery(a), cudaErrorNotReady);
+  EXPECT_EQ(d[0], 0) << "the kernel ran before anything waited for it";
+  // b's fill is ordered after a's by an event: a's runs first although only b is waited for
+  cudaEvent_t e = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(e, a), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(b, e, 0), cudaSuccess);
+  cuda_emu::launch_kernel([](auto&&... x) { fill_kernel(x...); }, 1, 32, 0, b)(d, 9);
+  ASSERT_EQ(cudaStreamSynchronize(b), cudaSuccess);
+  EXPECT_EQ(d[31], 9);
+  EXPECT_EQ(cudaStreamQuery(a), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(e), cudaSuccess);
+  ASSERT_EQ(cudaEventDestroy(e), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(a), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(b), cudaSuccess);
+  ASSERT_EQ(cudaFree(d), cudaSuccess);
+}
+
+}  // namespace
+}  // namespace uoe
