@@ -37,7 +37,6 @@ enum cudaError_t {
   cudaErrorInvalidResourceHandle = 400,
   cudaErrorNotReady = 600,
 };
-using cudaError = cudaError_t;
 enum cudaMemcpyKind {
   cudaMemcpyHostToHost = 0,
   cudaMemcpyHostToDevice = 1,
@@ -46,7 +45,7 @@ enum cudaMemcpyKind {
   cudaMemcpyDefault = 4,
 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
-enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
 enum cudaMemoryType { cudaMemoryTypeUnregistered = 0, cudaMemoryTypeHost = 1, cudaMemoryTypeDevice = 2 };
 struct cudaPointerAttributes {
   cudaMemoryType type;
@@ -207,7 +206,6 @@ Launch<Call> launch_kernel(Call call, dim3 grid, dim3 block, size_t smem = 0, cu
 // ---- the runtime API ------------------------------------------------------------------------------------------
 
 inline cudaError_t cudaGetLastError() { return std::exchange(uoe::cuda_emu::t_last_error, cudaSuccess); }
-inline cudaError_t cudaPeekAtLastError() { return uoe::cuda_emu::t_last_error; }
 inline const char* cudaGetErrorName(cudaError_t e) {
   switch (e) {
     case cudaSuccess: return "cudaSuccess";
@@ -248,11 +246,9 @@ inline cudaError_t cudaSetDevice(int d) {
 }
 inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
   if (device < 0 || device >= uoe::cuda_emu::kDevices) return uoe::cuda_emu::fail_with(cudaErrorInvalidDevice);
-  switch (attr) {
-    case cudaDevAttrMultiProcessorCount: *value = 132; return cudaSuccess;
-    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = int(uoe::cuda_emu::kMaxSmemOptin); return cudaSuccess;
-  }
-  return uoe::cuda_emu::fail_with(cudaErrorInvalidValue);
+  if (attr != cudaDevAttrMaxSharedMemoryPerBlockOptin) return uoe::cuda_emu::fail_with(cudaErrorInvalidValue);
+  *value = int(uoe::cuda_emu::kMaxSmemOptin);
+  return cudaSuccess;
 }
 template <class... Params>
 cudaError_t cudaFuncSetAttribute(void (*)(Params...), cudaFuncAttribute attr, int value) {
@@ -405,7 +401,6 @@ inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
   (*e)->timing = (flags & cudaEventDisableTiming) == 0;
   return cudaSuccess;
 }
-inline cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
   delete e;
   return cudaSuccess;
