@@ -53,16 +53,20 @@ bool same_bits(const Param<P>& a, const Param<P>& b) {
          std::memcmp(a.m.data(), b.m.data(), a.m.size() * 4) == 0 && std::memcmp(a.v.data(), b.v.data(), a.v.size() * 4) == 0;
 }
 
+// One float32 rounding per operation: this program fuses a plain `a * b + c` into an FMA, as nvcc does.
+float mul(float a, float b) { return __fmul_rn(a, b); }
+float add(float a, float b) { return __fadd_rn(a, b); }
+
 // AdamW in the kernel's operation order, one float32 rounding per operation, bfloat16 stored stochastically.
 template <class P>
 void adamw_reference(Param<P>& q, const AdamWStep& s, RoundingKey key) {
-  const float decay = 1.0f - s.lr * s.weight_decay, step = s.lr / s.bias_correction1, inv_bc2 = 1.0f / s.bias_correction2;
+  const float decay = decay_of(s.lr, s.weight_decay), step = s.lr / s.bias_correction1, inv_bc2 = 1.0f / s.bias_correction2;
   for (size_t i = 0; i < q.p.size(); ++i) {
     const float gi = value(q.g[i]);
-    const float mi = s.beta1 * q.m[i] + (1.0f - s.beta1) * gi;
-    const float vi = s.beta2 * q.v[i] + ((1.0f - s.beta2) * gi) * gi;
+    const float mi = add(mul(s.beta1, q.m[i]), mul(1.0f - s.beta1, gi));
+    const float vi = add(mul(s.beta2, q.v[i]), mul(mul(1.0f - s.beta2, gi), gi));
     q.m[i] = mi, q.v[i] = vi;
-    const float x = value(q.p[i]) * decay - (step * mi) / (std::sqrt(vi * inv_bc2) + s.eps);
+    const float x = add(mul(value(q.p[i]), decay), -mul(step, mi) / add(std::sqrt(mul(vi, inv_bc2)), s.eps));
     if constexpr (std::is_same_v<P, float>) {
       q.p[i] = x;
     } else {
@@ -96,8 +100,8 @@ TEST(CudaOptimizerEmulated, SgdIsTheFormulaBitForBit) {
   });
   for (size_t i = 0; i < want.p.size(); ++i) {
     const float pi = want.p[i];
-    want.v[i] = (0.9f * want.v[i] + want.g[i]) + 0.01f * pi;
-    want.p[i] = pi - 0.05f * want.v[i];
+    want.v[i] = add(add(mul(0.9f, want.v[i]), want.g[i]), mul(0.01f, pi));
+    want.p[i] = add(pi, -mul(0.05f, want.v[i]));
   }
   EXPECT_TRUE(same_bits(got, want));
 }

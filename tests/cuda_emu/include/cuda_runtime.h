@@ -77,15 +77,29 @@ T atomicMin(T* p, T v) {
 using std::isnan;
 using std::max;
 using std::min;
-// Round-to-nearest arithmetic, never fused (uoe_cuda_emu_tests is built with -ffp-contract=off).
-inline float __fadd_rn(float a, float b) { return a + b; }
-inline float __fsub_rn(float a, float b) { return a - b; }
-inline float __fmul_rn(float a, float b) { return a * b; }
+// The emulated program fuses a multiply and the add that uses it into one FMA, as nvcc does by default (CMakeLists.txt);
+// the _rn intrinsics are never fused on the GPU, so their operands and products pass through `unfused`, which the
+// optimiser cannot see into: a product behind it is rounded, and an add of it is a plain add.
+template <class T>
+inline T unfused(T x) {
+#if defined(__x86_64__)
+  asm volatile("" : "+x"(x));
+#elif defined(__aarch64__)
+  asm volatile("" : "+w"(x));
+#else
+  volatile T opaque = x;
+  x = opaque;
+#endif
+  return x;
+}
+inline float __fadd_rn(float a, float b) { return unfused(a) + unfused(b); }
+inline float __fsub_rn(float a, float b) { return unfused(a) - unfused(b); }
+inline float __fmul_rn(float a, float b) { return unfused(a * b); }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fsqrt_rn(float a) { return std::sqrt(a); }
 inline unsigned __float_as_uint(float x) { return std::bit_cast<unsigned>(x); }
 inline float __uint_as_float(unsigned x) { return std::bit_cast<float>(x); }
-inline double __dadd_rn(double a, double b) { return a + b; }
-inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __dadd_rn(double a, double b) { return unfused(a) + unfused(b); }
+inline double __dmul_rn(double a, double b) { return unfused(a * b); }
 inline float __double2float_rn(double x) { return float(x); }
 inline unsigned __umulhi(unsigned a, unsigned b) { return unsigned((uint64_t(a) * b) >> 32); }
