@@ -1,5 +1,6 @@
 // The CUDA stand-in itself (tests/cuda_emu/include): that it reports what it promises to (a deadlock at a barrier,
-// a missing barrier, a bad launch, work read before the host waited for it), so that the emulated tests can fail.
+// a missing barrier, a bad launch, work read before the host waited for it) and rounds as nvcc's code does (fused
+// multiply-adds, unfused _rn intrinsics), so that the emulated tests can fail.
 #include <cuda_runtime.h>
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
@@ -22,6 +23,25 @@ __global__ void neighbour_kernel(uint32_t* out, bool barrier) {
   slots[t] = t;
   if (barrier) __syncthreads();
   out[t] = slots[(t + 1) % blockDim.x];
+}
+
+// a b + c and the same with the _rn intrinsics, on values where one rounding and two differ: (1 + 2^-12)^2 is
+// 1 + 2^-11 + 2^-24, whose rounded product is 1 + 2^-11 (a tie, to even).
+__global__ void multiply_add_kernel(const float* in, float* out) {
+  out[0] = in[0] * in[1] + in[2];
+  out[1] = __fadd_rn(__fmul_rn(in[0], in[1]), in[2]);
+}
+
+TEST(CudaEmulation, AMultiplyAddIsFusedAsNvccFusesItAndTheRnIntrinsicsAreNot) {
+#if !UOE_EMU_FUSES_MULTIPLY_ADD
+  GTEST_SKIP() << "this build machine has no FMA, so the emulated kernels round every product (CMakeLists.txt)";
+#endif
+  const float a = 1.0f + 0x1p-12f;
+  const std::vector<float> in{a, a, -(1.0f + 0x1p-11f)};
+  std::vector<float> out(2);
+  cuda_emu::launch(1, 1, [&] { multiply_add_kernel(in.data(), out.data()); });
+  EXPECT_EQ(out[0], 0x1p-24f) << "fused: the exact product, rounded once after the add";
+  EXPECT_EQ(out[1], 0.0f) << "the product rounded before the add";
 }
 
 TEST(CudaEmulation, AMissingBarrierReadsThePoisonAndABarrierTheWrite) {
