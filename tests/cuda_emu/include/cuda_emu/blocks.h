@@ -29,6 +29,21 @@
 #else
 #define UOE_EMU_ASAN 0
 #endif
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
+extern "C" void AnnotateIgnoreWritesBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreWritesEnd(const char* file, int line);
+#define UOE_EMU_TSAN 1
+// What switches threads (ThreadSanitizer's or the stack) is uninstrumented, so that each of ThreadSanitizer's shadow
+// call stacks (of fixed size) gets as many exits as entries: none is entered on one thread and left on another, and a
+// fiber's first frame, which never returns, is never entered.
+#define UOE_EMU_UNINSTRUMENTED __attribute__((no_sanitize("thread")))
+#else
+#define UOE_EMU_TSAN 0
+#define UOE_EMU_UNINSTRUMENTED
+#endif
 
 struct uint3 {
   unsigned x = 0, y = 0, z = 0;
@@ -50,9 +65,11 @@ constexpr size_t kStackBytes = 256 << 10;  // per thread
 constexpr unsigned kMaxThreads = 1024;   // per block
 constexpr unsigned char kGuardByte = 0xa5;
 
-// A barrier of `expected` fibers: the last to arrive releases the others.
+// A barrier of `expected` fibers: the last to arrive releases the others. ThreadSanitizer's token for a generation
+// is tokens[generation % 2]: a fiber can arrive for the next generation before the others have left this one.
 struct Barrier {
   unsigned expected = 0, arrived = 0, generation = 0;
+  char tokens[2] = {};
 };
 
 // Where a fiber (or the scheduler) continues: a saved stack pointer, or elsewhere than x86-64 a ucontext.
@@ -81,6 +98,39 @@ struct AsanSwitch {
   void finish(const void** = nullptr, size_t* = nullptr) {}
 #endif
 };
+
+// ThreadSanitizer (scripts/race_check.sh) sees every GPU thread as a thread of its own (its fiber interface), so it
+// reports two threads' conflicting accesses, in shared or global memory, that no barrier, warp-collective step or
+// atomic orders, whichever order the fibers happened to run in. Switches between fibers order nothing; what does:
+// __syncthreads and warp-collective steps (release on arrival, acquire on leaving), atomics (instrumented as such),
+// and the order of blocks: the host's work before a block comes before every thread of the block, and every thread
+// before the host's work after it. So races within a block are reported and races between blocks are not (the
+// stand-in's static __shared__ arrays are one memory for every block). The emulation's own bookkeeping (Ignore) is not
+// checked. Without ThreadSanitizer these do nothing.
+namespace tsan {
+#if UOE_EMU_TSAN
+inline void* create_thread() { return __tsan_create_fiber(0); }
+inline void* current_thread() { return __tsan_get_current_fiber(); }
+UOE_EMU_UNINSTRUMENTED inline void switch_to(void* t) { __tsan_switch_to_fiber(t, __tsan_switch_to_fiber_no_sync); }
+inline void release(const void* token) { __tsan_release(const_cast<void*>(token)); }
+inline void acquire(const void* token) { __tsan_acquire(const_cast<void*>(token)); }
+struct Ignore {
+  Ignore() { AnnotateIgnoreReadsBegin(__FILE__, __LINE__), AnnotateIgnoreWritesBegin(__FILE__, __LINE__); }
+  ~Ignore() { AnnotateIgnoreWritesEnd(__FILE__, __LINE__), AnnotateIgnoreReadsEnd(__FILE__, __LINE__); }
+  Ignore(const Ignore&) = delete;
+  Ignore& operator=(const Ignore&) = delete;
+};
+#else
+inline void* create_thread() { return nullptr; }
+inline void* current_thread() { return nullptr; }
+inline void switch_to(void*) {}
+inline void release(const void*) {}
+inline void acquire(const void*) {}
+struct Ignore {
+  Ignore() {}  // user-provided: a scope, not an unused variable
+};
+#endif
+}  // namespace tsan
 
 struct Fiber {
   Context context;
@@ -122,6 +172,9 @@ struct Block {
   std::unique_ptr<unsigned char[], SmemFree> smem;  // the dynamic shared memory, then the guard
   Fiber* current = nullptr;
   Context scheduler;
+  void* scheduler_tsan_thread = nullptr;  // the host's ThreadSanitizer thread
+  const void* launched = nullptr;         // ThreadSanitizer's tokens: the host's work before the launch, the threads'
+  const void* finished = nullptr;         // work before they end
   const void* scheduler_stack = nullptr;  // its bounds, for AddressSanitizer
   size_t scheduler_stack_size = 0;
 };
@@ -130,9 +183,13 @@ inline Block* current_block = nullptr;
 // The thread's index in its block, x fastest: warps are 32 consecutive ones.
 inline unsigned linear_thread() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
 
-// The fibers' stacks, reused by every block (only touched pages cost memory).
-inline std::vector<std::unique_ptr<unsigned char[]>>& stacks() {
-  static std::vector<std::unique_ptr<unsigned char[]>> s;
+// The fibers' stacks, reused by every block (only touched pages cost memory), each with its ThreadSanitizer thread.
+struct Stack {
+  std::unique_ptr<unsigned char[]> memory = std::make_unique<unsigned char[]>(kStackBytes);
+  void* tsan_thread = tsan::create_thread();
+};
+inline std::vector<Stack>& stacks() {
+  static std::vector<Stack> s;
   return s;
 }
 
@@ -161,7 +218,7 @@ inline void start_context(Context& c, unsigned char* stack, size_t bytes, void (
 #endif
 }
 
-inline void switch_context(Context& from, Context& to) {
+UOE_EMU_UNINSTRUMENTED inline void switch_context(Context& from, Context& to) {
 #if defined(__x86_64__)
   uoe_emu_switch(&from.sp, to.sp);
 #else
@@ -173,15 +230,24 @@ inline void switch_context(Context& from, Context& to) {
 // The calling fiber waits until every fiber of `b` has arrived.
 inline void arrive_and_wait(Barrier& b) {
   Block& blk = *current_block;
-  if (++b.arrived == b.expected) {
-    b.arrived = 0, ++b.generation;
-    return;
-  }
   Fiber& me = *blk.current;
-  me.waiting = &b, me.waiting_generation = b.generation;
-  me.asan.start(blk.scheduler_stack, blk.scheduler_stack_size, false);
-  switch_context(me.context, blk.scheduler);
-  me.asan.finish(&blk.scheduler_stack, &blk.scheduler_stack_size);
+  const char* token = nullptr;
+  bool last = false;
+  {
+    tsan::Ignore bookkeeping;  // ended before the switch: a fiber left waiting by a deadlock must not stay ignored
+    token = &b.tokens[b.generation % 2];
+    tsan::release(token);
+    last = ++b.arrived == b.expected;
+    if (last) b.arrived = 0, ++b.generation;
+    else me.waiting = &b, me.waiting_generation = b.generation;
+  }
+  if (!last) {
+    me.asan.start(blk.scheduler_stack, blk.scheduler_stack_size, false);
+    tsan::switch_to(blk.scheduler_tsan_thread);
+    switch_context(me.context, blk.scheduler);
+    me.asan.finish(&blk.scheduler_stack, &blk.scheduler_stack_size);
+  }
+  tsan::acquire(token);
 }
 
 // The per-thread object of type T of the running GPU thread (value-initialised at the start of each block), for state
@@ -201,12 +267,15 @@ T& thread_local_state() {
 template <class F>
 struct FiberStart {
   static inline F* body = nullptr;
-  static void run() {
+  UOE_EMU_UNINSTRUMENTED static void run() {
     current_block->current->asan.finish(&current_block->scheduler_stack, &current_block->scheduler_stack_size);
+    tsan::acquire(current_block->launched);
     (*body)();
     Block& blk = *current_block;
-    blk.current->done = true;
+    tsan::release(blk.finished);
+    blk.current->done = true;  // (no Ignore here: it would outlive the fiber, whose ThreadSanitizer thread is reused)
     blk.current->asan.start(blk.scheduler_stack, blk.scheduler_stack_size, true);
+    tsan::switch_to(blk.scheduler_tsan_thread);
     switch_context(blk.current->context, blk.scheduler);
   }
 };
@@ -224,8 +293,10 @@ inline bool run_fibers(Block& blk, unsigned block_index) {
       f.waiting = nullptr;
       blk.current = &f;
       threadIdx = f.thread;
+      const Stack& stack = stacks()[size_t(&f - blk.fibers.data())];
       AsanSwitch asan;
-      asan.start(stacks()[size_t(&f - blk.fibers.data())].get(), kStackBytes, false);
+      asan.start(stack.memory.get(), kStackBytes, false);
+      tsan::switch_to(stack.tsan_thread);
       switch_context(blk.scheduler, f.context);
       asan.finish();
       ran = true;
@@ -246,26 +317,33 @@ template <class F>
 void launch(dim3 grid, dim3 block, F&& f, size_t smem_bytes = 0) {
   const unsigned size = block.x * block.y * block.z;
   if (size == 0 || size > kMaxThreads) return fault("a block of " + std::to_string(size) + " threads");
-  while (stacks().size() < size) stacks().push_back(std::make_unique<unsigned char[]>(kStackBytes));
+  while (stacks().size() < size) stacks().emplace_back();
   using Body = std::remove_reference_t<F>;
-  FiberStart<Body>::body = &f;
-  const uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;
-  for (uint64_t b = 0; b < blocks; ++b) {
-    Block blk(size, smem_bytes);
-    current_block = &blk;
-    blockIdx = {unsigned(b % grid.x), unsigned(b / grid.x % grid.y), unsigned(b / (uint64_t(grid.x) * grid.y))};
-    blockDim = {block.x, block.y, block.z}, gridDim = {grid.x, grid.y, grid.z};
-    for (unsigned t = 0; t < size; ++t) {
-      Fiber& fib = blk.fibers[t];
-      fib.thread = {t % block.x, t / block.x % block.y, t / (block.x * block.y)};
-      start_context(fib.context, stacks()[t].get(), kStackBytes, &FiberStart<Body>::run);
+  const char launched = 0, finished = 0;  // ThreadSanitizer's tokens
+  {
+    tsan::Ignore bookkeeping;
+    FiberStart<Body>::body = &f;
+    const uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;
+    for (uint64_t b = 0; b < blocks; ++b) {
+      Block blk(size, smem_bytes);
+      current_block = &blk;
+      blk.scheduler_tsan_thread = tsan::current_thread(), blk.launched = &launched, blk.finished = &finished;
+      blockIdx = {unsigned(b % grid.x), unsigned(b / grid.x % grid.y), unsigned(b / (uint64_t(grid.x) * grid.y))};
+      blockDim = {block.x, block.y, block.z}, gridDim = {grid.x, grid.y, grid.z};
+      for (unsigned t = 0; t < size; ++t) {
+        Fiber& fib = blk.fibers[t];
+        fib.thread = {t % block.x, t / block.x % block.y, t / (block.x * block.y)};
+        start_context(fib.context, stacks()[t].memory.get(), kStackBytes, &FiberStart<Body>::run);
+      }
+      tsan::release(&launched);
+      const bool ran = run_fibers(blk, unsigned(b));
+      tsan::acquire(&finished);
+      current_block = nullptr;
+      if (!ran) return;
+      if (!blk.guard_intact())
+        fault("block " + std::to_string(b) + " wrote past its " + std::to_string(smem_bytes) +
+              " bytes of dynamic shared memory");
     }
-    const bool finished = run_fibers(blk, unsigned(b));
-    current_block = nullptr;
-    if (!finished) return;
-    if (!blk.guard_intact())
-      fault("block " + std::to_string(b) + " wrote past its " + std::to_string(smem_bytes) +
-            " bytes of dynamic shared memory");
   }
 }
 
