@@ -3,7 +3,8 @@
 // - Shared-memory addresses are offsets into the block's dynamic shared memory; every ldmatrix row and cp.async
 //   destination is checked against its size and alignment.
 // - cp.async copies happen as late as PTX allows: when cp.async.wait_group retires their group, so a read of a tile
-//   before its wait sees the old bytes (or the 0xff poison).
+//   before its wait sees the old bytes (or the 0xff poison). ThreadSanitizer (scripts/race_check.sh) is told of the
+//   copy's accesses at the issue as well, as early as PTX allows.
 // - ldmatrix and mma.sync are warp-collective steps: the 32 lanes' registers meet, and each lane computes its part
 //   from the fragment layouts (mma: exact bf16 products, summed in double, added to the float accumulator).
 // A violated precondition fails the running test (cuda_emu::fault).
@@ -51,7 +52,12 @@ struct AsyncCopies {
 inline AsyncCopies& async_copies() { return cuda_emu::thread_local_state<AsyncCopies>(); }
 
 inline void cp_async(uint32_t dst, const void* src, uint32_t bytes, bool valid) {
-  if (smem_at(dst, bytes, bytes, "cp.async")) async_copies().open.push_back({dst, src, bytes, valid});
+  unsigned char* to = smem_at(dst, bytes, bytes, "cp.async");
+  if (!to) return;
+  // The hardware may copy at any time until the wait: to ThreadSanitizer, the copy reads and writes at the issue too.
+  if (valid) cuda_emu::tsan::reads(src, bytes);
+  cuda_emu::tsan::writes(to, bytes);
+  async_copies().open.push_back({dst, src, bytes, valid});
 }
 inline void cp_async16(uint32_t dst, const void* src, bool valid) { cp_async(dst, src, 16, valid); }
 inline void cp_async4(uint32_t dst, const void* src, bool valid) { cp_async(dst, src, 4, valid); }

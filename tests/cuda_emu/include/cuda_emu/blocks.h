@@ -114,6 +114,10 @@ inline void* current_thread() { return __tsan_get_current_fiber(); }
 UOE_EMU_UNINSTRUMENTED inline void switch_to(void* t) { __tsan_switch_to_fiber(t, __tsan_switch_to_fiber_no_sync); }
 inline void release(const void* token) { __tsan_release(const_cast<void*>(token)); }
 inline void acquire(const void* token) { __tsan_acquire(const_cast<void*>(token)); }
+// An access the stand-in performs later than the hardware may (an asynchronous copy's), told to ThreadSanitizer now.
+// (GCC declares __tsan_read_range and __tsan_write_range itself under -fsanitize=thread.)
+inline void reads(const void* p, size_t bytes) { __tsan_read_range(const_cast<void*>(p), long(bytes)); }
+inline void writes(void* p, size_t bytes) { __tsan_write_range(p, long(bytes)); }
 struct Ignore {
   Ignore() { AnnotateIgnoreReadsBegin(__FILE__, __LINE__), AnnotateIgnoreWritesBegin(__FILE__, __LINE__); }
   ~Ignore() { AnnotateIgnoreWritesEnd(__FILE__, __LINE__), AnnotateIgnoreReadsEnd(__FILE__, __LINE__); }
@@ -126,6 +130,8 @@ inline void* current_thread() { return nullptr; }
 inline void switch_to(void*) {}
 inline void release(const void*) {}
 inline void acquire(const void*) {}
+inline void reads(const void*, size_t) {}
+inline void writes(void*, size_t) {}
 struct Ignore {
   Ignore() {}  // user-provided: a scope, not an unused variable
 };
