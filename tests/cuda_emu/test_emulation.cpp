@@ -1,11 +1,12 @@
 // The CUDA stand-in itself (tests/cuda_emu/include): that it reports what it promises to (a deadlock at a barrier,
-// a missing barrier, a bad launch, work read before the host waited for it) and rounds as nvcc's code does (fused
-// multiply-adds, unfused _rn intrinsics), so that the emulated tests can fail.
+// a missing barrier, a bad launch, work read before the host waited for it, the host touching device memory) and
+// rounds as nvcc's code does (fused multiply-adds, unfused _rn intrinsics), so that the emulated tests can fail.
 #include <cuda_runtime.h>
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -93,7 +94,7 @@ __global__ void fill_kernel(int* out, int value) { out[threadIdx.x] = value; }
 TEST(CudaEmulation, ABadLaunchSetsTheErrorAndRunsNothing) {
   int* d = nullptr;
   ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 2048 * sizeof(int)), cudaSuccess);
-  std::memset(d, 0, 2048 * sizeof(int));  // device memory is host memory here
+  ASSERT_EQ(cudaMemsetAsync(d, 0, 2048 * sizeof(int)), cudaSuccess);  // on the legacy stream, as the copy below
   cuda_emu::launch_kernel([](auto&&... a) { fill_kernel(a...); }, 1, 2048)(d, 7);  // over 1024 threads
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // read once
@@ -105,16 +106,43 @@ TEST(CudaEmulation, ABadLaunchSetsTheErrorAndRunsNothing) {
   ASSERT_EQ(cudaFree(d), cudaSuccess);
 }
 
+// Device memory is open only to device work: the host's own read of it faults (as on a GPU), and so does a kernel's
+// read past an allocation's end.
+TEST(CudaEmulation, TheHostCannotTouchDeviceMemoryNorAKernelReadPastIt) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  int* d = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 64 * sizeof(int)), cudaSuccess);  // 256 bytes, no rounding
+  ASSERT_EQ(cudaMemsetAsync(d, 0, 64 * sizeof(int)), cudaSuccess);
+  int last = -1;
+  ASSERT_EQ(cudaMemcpy(&last, d + 63, sizeof last, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(last, 0);
+  EXPECT_DEATH(std::printf("%d\n", *static_cast<volatile int*>(d)), "");
+  EXPECT_DEATH(
+      {
+        cuda_emu::DeviceAccess device_work;
+        std::printf("%d\n", static_cast<volatile int*>(d)[64]);
+      },
+      "");
+  ASSERT_EQ(cudaFree(d), cudaSuccess);
+}
+
 TEST(CudaEmulation, QueuedWorkRunsWhenTheHostWaitsAndInStreamOrder) {
   int* d = nullptr;
   ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 32 * sizeof(int)), cudaSuccess);
   cudaStream_t a = nullptr, b = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
   ASSERT_EQ(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking), cudaSuccess);
-  std::memset(d, 0, 32 * sizeof(int));  // device memory is host memory here: set directly
+  ASSERT_EQ(cudaMemsetAsync(d, 0, 32 * sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  // A copy on the legacy stream, which does not wait for the non-blocking streams a and b.
+  const auto read = [d](int i) {
+    int v = -1;
+    EXPECT_EQ(cudaMemcpy(&v, d + i, sizeof v, cudaMemcpyDeviceToHost), cudaSuccess);
+    return v;
+  };
   cuda_emu::launch_kernel([](auto&&... x) { fill_kernel(x...); }, 1, 32, 0, a)(d, 5);
   EXPECT_EQ(cudaStreamQuery(a), cudaErrorNotReady);
-  EXPECT_EQ(d[0], 0) << "the kernel ran before anything waited for it";
+  EXPECT_EQ(read(0), 0) << "the kernel ran before anything waited for it";
   // b's fill is ordered after a's by an event: a's runs first although only b is waited for
   cudaEvent_t e = nullptr;
   ASSERT_EQ(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), cudaSuccess);
@@ -122,7 +150,7 @@ TEST(CudaEmulation, QueuedWorkRunsWhenTheHostWaitsAndInStreamOrder) {
   ASSERT_EQ(cudaStreamWaitEvent(b, e, 0), cudaSuccess);
   cuda_emu::launch_kernel([](auto&&... x) { fill_kernel(x...); }, 1, 32, 0, b)(d, 9);
   ASSERT_EQ(cudaStreamSynchronize(b), cudaSuccess);
-  EXPECT_EQ(d[31], 9);
+  EXPECT_EQ(read(31), 9);
   EXPECT_EQ(cudaStreamQuery(a), cudaSuccess);
   EXPECT_EQ(cudaEventQuery(e), cudaSuccess);
   ASSERT_EQ(cudaEventDestroy(e), cudaSuccess);

@@ -1,8 +1,10 @@
 // The host side of the CPU stand-in for CUDA (tests/cuda_emu): devices, memory, streams, events and kernel launches,
 // as the CUDA runtime API documents them, on the CPU.
 //
-// - Two devices of 4 GiB each (cudaMemGetInfo counts what cudaMalloc handed out). Device memory is host memory
-//   (256-byte aligned), so host code that reads it directly works here where it would fail on a GPU.
+// - Two devices of 4 GiB each (cudaMemGetInfo counts what cudaMalloc handed out). Device memory is host memory that
+//   only device work may touch: it is mapped without access, and opened while queued work (kernels, copies,
+//   memsets, cuBLAS) runs; so host code that reads or writes it directly crashes here (SIGSEGV, at the line that
+//   did it) as it would on a GPU. Each allocation ends at an inaccessible page, so a read past its end crashes too.
 // - Work is asynchronous: a kernel, copy or memset issued to a stream is queued, and runs only when the host waits
 //   for it (cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize, cudaFree, a copy to pageable host
 //   memory), or when work it is ordered before runs. Reading results without waiting reads stale memory, as a
@@ -13,6 +15,9 @@
 //   sets the error cudaGetLastError returns and runs nothing.
 // Everything is behind one lock; work runs on the host thread that waits for it.
 #pragma once
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -96,6 +101,8 @@ struct Allocation {
   size_t bytes;
   int device;
   Memory kind;
+  void* mapping = nullptr;  // device memory: its pages, then one inaccessible page
+  size_t mapped = 0;        // bytes of those pages, without the last
 };
 
 struct State {
@@ -104,6 +111,7 @@ struct State {
   std::set<CUstream_st*> streams;  // every live stream, the legacy ones included
   std::map<uintptr_t, Allocation> allocations;
   std::array<size_t, kDevices> used{};
+  int device_access = 0;  // how many DeviceAccess are open: device memory is accessible while any is
   State() {
     for (int d = 0; d < kDevices; ++d) {
       legacy[size_t(d)].device = d, legacy[size_t(d)].legacy = true;
@@ -126,9 +134,32 @@ inline cudaError_t fail_with(cudaError_t e) {
 
 inline CUstream_st* resolve(cudaStream_t s) { return s ? s : &state().legacy[size_t(t_device)]; }
 
+// Device memory is accessible while one of these is open (queued work runs inside one); else any access faults.
+class DeviceAccess {
+ public:
+  DeviceAccess() {
+    if (state().device_access++ == 0) protect(PROT_READ | PROT_WRITE);
+  }
+  ~DeviceAccess() {
+    if (--state().device_access == 0) protect(PROT_NONE);
+  }
+  DeviceAccess(const DeviceAccess&) = delete;
+  DeviceAccess& operator=(const DeviceAccess&) = delete;
+  static int current() { return state().device_access ? PROT_READ | PROT_WRITE : PROT_NONE; }
+
+ private:
+  static void protect(int access) {
+    for (const auto& [address, a] : state().allocations)
+      if (a.kind == Memory::device && mprotect(a.mapping, a.mapped, access) != 0)
+        fault("mprotect of device memory failed");
+  }
+};
+
 // Runs `s`'s queued work until it has run `upto` items (and, first, whatever each item waits for).
 inline void run_until(CUstream_st* s, uint64_t upto) {
   std::lock_guard<std::recursive_mutex> lock(state().mu);
+  if (s->done >= upto) return;
+  DeviceAccess access;
   while (s->done < upto) {
     Item item = std::move(s->queue.front());
     s->queue.pop_front();
@@ -266,8 +297,12 @@ inline cudaError_t cudaMalloc(void** p, size_t bytes) {
   std::lock_guard<std::recursive_mutex> lock(st.mu);
   const size_t rounded = std::max<size_t>((bytes + 255) / 256 * 256, 256);
   if (rounded > kDeviceBytes - st.used[size_t(t_device)]) return fail_with(cudaErrorMemoryAllocation);
-  *p = ::operator new[](rounded, std::align_val_t(256));
-  st.allocations[reinterpret_cast<uintptr_t>(*p)] = {rounded, t_device, Memory::device};
+  const size_t page = size_t(sysconf(_SC_PAGESIZE)), mapped = (rounded + page - 1) / page * page;
+  void* mapping = mmap(nullptr, mapped + page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mapping == MAP_FAILED) return fail_with(cudaErrorMemoryAllocation);
+  if (mprotect(mapping, mapped, DeviceAccess::current()) != 0) fault("mprotect of device memory failed");
+  *p = static_cast<unsigned char*>(mapping) + (mapped - rounded);  // ends at the inaccessible page
+  st.allocations[reinterpret_cast<uintptr_t>(*p)] = {rounded, t_device, Memory::device, mapping, mapped};
   st.used[size_t(t_device)] += rounded;
   return cudaSuccess;
 }
@@ -281,8 +316,8 @@ inline cudaError_t cudaFree(void* p) {
   if (it == st.allocations.end() || it->second.kind != Memory::device) return fail_with(cudaErrorInvalidValue);
   run_device(it->second.device);
   st.used[size_t(it->second.device)] -= it->second.bytes;
+  munmap(it->second.mapping, it->second.mapped + size_t(sysconf(_SC_PAGESIZE)));
   st.allocations.erase(it);
-  ::operator delete[](p, std::align_val_t(256));
   return cudaSuccess;
 }
 inline cudaError_t cudaMallocHost(void** p, size_t bytes) {
