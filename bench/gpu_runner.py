@@ -11,8 +11,9 @@ tests: GoogleTest runs the tests in listing order; when a process dies (signal, 
 started and not finished is recorded as crashed or hung, and a fresh process goes on with the tests after it. A
 failure whose message shows a sticky CUDA error (illegal address, launch failure, ...) poisons the context for
 every later test of that process, so those are run again in a fresh process. The first crashed tests run once more
-under compute-sanitizer, when the machine has it (else with CUDA_LAUNCH_BLOCKING=1, so that the error names the
-launch that failed), to name the kernel and line of a bad access. Several binaries run one after the other.
+under compute-sanitizer, when the machine has it (with UOE_CUDA_NO_CACHING=1, so that it sees every tensor's own
+bounds; else with CUDA_LAUNCH_BLOCKING=1, so that the error names the launch that failed), to name the kernel and
+line of a bad access. Several binaries run one after the other.
 bench: each benchmark family (the name up to its first '/') runs in its own process, those that decide the issue's
 bars first, each with what is left of the time but for 3 s for every family after it, and at most three times
 its fair share (90 s at least), so that a hang leaves time to the families after it. A family killed partway
@@ -157,17 +158,19 @@ def run_binary(binary, pattern, deadline, log, result, messages):
 
 def locate_crashes(binary, names, deadline, log):
     """Runs each crashed test again, under compute-sanitizer where the machine has it (its report names the
-    kernel and, with -lineinfo, the line of a bad access), else with CUDA_LAUNCH_BLOCKING=1 (each launch waits,
-    so the error surfaces at the launch that failed); returns name -> the rerun's first error line."""
+    kernel and, with -lineinfo, the line of a bad access; the caching allocator is off, UOE_CUDA_NO_CACHING=1, so
+    that a read past a tensor is not a read of its neighbour in the same segment), else with
+    CUDA_LAUNCH_BLOCKING=1 (each launch waits, so the error surfaces at the launch that failed); returns name ->
+    the rerun's first error line."""
     sanitizer = shutil.which("compute-sanitizer")
     found = {}
     for name in names[:RERUNS]:
         if deadline - time.time() < 20:
             break
-        env = None if sanitizer else dict(os.environ, CUDA_LAUNCH_BLOCKING="1")
+        env = dict(os.environ, **({"UOE_CUDA_NO_CACHING": "1"} if sanitizer else {"CUDA_LAUNCH_BLOCKING": "1"}))
         cmd = ([sanitizer, "--print-limit", "3"] if sanitizer else []) + [binary, "--gtest_filter=" + name]
         rc, out = run(cmd, min(60, deadline - time.time()), log, stall=STALL_SECONDS, env=env)
-        how = "compute-sanitizer" if sanitizer else "CUDA_LAUNCH_BLOCKING=1"
+        how = "compute-sanitizer (UOE_CUDA_NO_CACHING=1)" if sanitizer else "CUDA_LAUNCH_BLOCKING=1"
         found[name] = f"rerun with {how}: " + gpu_failures.rerun_error(out, rc, STALL_SECONDS)
     return found
 

@@ -1,10 +1,13 @@
-// Caching device allocator (cuda/caching_allocator.h): best-fit blocks split from cudaMalloc'ed segments.
+// Caching device allocator (cuda/caching_allocator.h): best-fit blocks split from cudaMalloc'ed segments, or, with
+// UOE_CUDA_NO_CACHING=1, one cudaMalloc per request.
 #include "cuda/caching_allocator.h"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -92,6 +95,7 @@ class CachingAllocator final : public Allocator {
     // Only a block of the current stream's segments: work queued on another stream may still use a block freed
     // there, and nothing orders this stream's work after it.
     const cudaStream_t stream = current_stream(device);
+    if (!caching_) return hand_out(pool, new_segment(pool, device, small, nbytes, nbytes, stream));
     Block* block = nullptr;
     Block key;
     key.stream = stream;
@@ -101,16 +105,7 @@ class CachingAllocator final : public Allocator {
       block = *it;
       free_blocks.erase(it);
     } else {
-      const size_t segment = small ? kSmallSegment : size;
-      char* base = static_cast<char*>(malloc_segment(device, segment, nbytes));
-      block = new Block;
-      block->device = device;
-      block->small = small;
-      block->size = segment;
-      block->ptr = base;
-      block->stream = stream;
-      pool.stats.reserved += segment;
-      total_.reserved += segment;
+      block = new_segment(pool, device, small, small ? kSmallSegment : size, nbytes, stream);
     }
     // Split off the rest when it can serve another request of this pool.
     const size_t rest = block->size - size;
@@ -128,11 +123,7 @@ class CachingAllocator final : public Allocator {
       block->size = size;
       free_blocks.insert(tail);
     }
-    block->allocated = true;
-    block->stream_uses.clear();
-    live_.emplace(block->ptr, block);
-    add_allocated(pool, block->size);
-    return block->ptr;
+    return hand_out(pool, block);
   }
 
   void deallocate(void* ptr, size_t) override {
@@ -175,6 +166,8 @@ class CachingAllocator final : public Allocator {
     return free_bytes + (s.reserved - s.allocated);
   }
 
+  bool caching() const { return caching_; }
+
   AllocatorStats device_stats(int device) const {
     std::lock_guard<std::mutex> lock(mu_);
     if (device < 0 || size_t(device) >= pools_.size()) return {};
@@ -198,9 +191,47 @@ class CachingAllocator final : public Allocator {
   // Larger requests cannot be rounded without overflow; no GPU has that much memory anyway.
   static constexpr size_t kMaxRequest = std::numeric_limits<size_t>::max() / 4;
 
-  // Returns a block nobody uses any more to its pool.
+  // UOE_CUDA_NO_CACHING=1 (for debugging): every request gets a cudaMalloc of its own, returned by cudaFree when
+  // it is freed (after the streams that used it), so that compute-sanitizer sees each tensor's own bounds.
+  static bool caching_wanted() {
+    const char* v = std::getenv("UOE_CUDA_NO_CACHING");
+    return !v || !*v || std::strcmp(v, "0") == 0;
+  }
+
+  // A block of `bytes` that is a whole new segment of the current stream.
+  Block* new_segment(DevicePool& pool, int device, bool small, size_t bytes, size_t requested, cudaStream_t stream) {
+    auto* b = new Block;
+    b->ptr = static_cast<char*>(malloc_segment(device, bytes, requested));
+    b->device = device;
+    b->small = small;
+    b->size = bytes;
+    b->stream = stream;
+    pool.stats.reserved += bytes;
+    total_.reserved += bytes;
+    return b;
+  }
+
+  void* hand_out(DevicePool& pool, Block* block) {
+    block->allocated = true;
+    block->stream_uses.clear();
+    live_.emplace(block->ptr, block);
+    add_allocated(pool, block->size);
+    return block->ptr;
+  }
+
+  // Returns a whole segment's memory to CUDA.
+  void free_segment(DevicePool& pool, Block* b) {
+    DeviceGuard guard(b->device);
+    UOE_CUDA_CHECK(kOp, cudaFree(b->ptr));
+    pool.stats.reserved -= b->size;
+    total_.reserved -= b->size;
+    delete b;
+  }
+
+  // Returns a block nobody uses any more to its pool (to CUDA without caching).
   void free_block(Block* b) {
     DevicePool& pool = pools_[size_t(b->device)];
+    if (!caching_) return free_segment(pool, b);
     FreeBlocks& free_blocks = b->small ? pool.small : pool.large;
     b->allocated = false;
     // Merge with free neighbours of the same segment (erase them from the set before their size changes).
@@ -276,14 +307,9 @@ class CachingAllocator final : public Allocator {
     for (FreeBlocks* set : {&pool.small, &pool.large})
       for (Block* b : *set)
         if (!b->prev && !b->next) whole.push_back(b);
-    if (whole.empty()) return;
-    DeviceGuard guard(device);
     for (Block* b : whole) {
       (b->small ? pool.small : pool.large).erase(b);
-      UOE_CUDA_CHECK(kOp, cudaFree(b->ptr));
-      pool.stats.reserved -= b->size;
-      total_.reserved -= b->size;
-      delete b;
+      free_segment(pool, b);
     }
   }
 
@@ -302,6 +328,7 @@ class CachingAllocator final : public Allocator {
          cudaGetErrorString(e), "); free tensors that are no longer needed or lower the batch size");
   }
 
+  const bool caching_ = caching_wanted();
   mutable std::mutex mu_;
   std::vector<DevicePool> pools_;
   std::unordered_map<void*, Block*> live_;  // allocated blocks by address
@@ -324,6 +351,8 @@ size_t allocation_size(size_t nbytes) {
 Allocator& caching_allocator() { return instance(); }
 
 AllocatorStats memory_stats(int device) { return instance().device_stats(device); }
+
+bool caching() { return instance().caching(); }
 
 void* allocate_on(int device, size_t nbytes) { return instance().allocate_on(device, nbytes); }
 

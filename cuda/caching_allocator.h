@@ -17,6 +17,11 @@
 // to the pool only once those events have completed (polled on later allocations; empty_cache and the retry
 // after a failed cudaMalloc wait for them). Its bytes leave `allocated` at the free. Allocator::allocate serves
 // the device it is asked for (a tensor's own), whatever the current one. Thread-safe (one mutex).
+//
+// UOE_CUDA_NO_CACHING=1 in the environment (read once): no caching, for debugging. Every request gets a cudaMalloc
+// of its own and goes back with cudaFree when freed (after the other streams that used it), so that
+// compute-sanitizer's memcheck sees every tensor's own bounds (inside a cached segment, a read past a tensor's end
+// reads its neighbour, and nothing is reported). Slow: each free waits for the device.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -43,6 +48,8 @@ size_t allocation_size(size_t nbytes);
 Allocator& caching_allocator();
 // Statistics of one device's pool.
 AllocatorStats memory_stats(int device);
+// Whether the allocator caches (false when UOE_CUDA_NO_CACHING=1 was set at the start).
+bool caching();
 // Allocates on device `device` (as Allocator::allocate with Device::cuda(device)); freed with deallocate().
 void* allocate_on(int device, size_t nbytes);
 

@@ -23,6 +23,16 @@ class CudaAllocator : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible (CPU-only build or no GPU): CUDA tests skipped";
+    if (!cuda::caching()) GTEST_SKIP() << "UOE_CUDA_NO_CACHING is set: tests of the cache skipped";
+  }
+};
+
+// With UOE_CUDA_NO_CACHING=1 (the emulated tests' CudaNoCaching entry in ctest): one cudaMalloc per request.
+class CudaAllocatorWithoutCaching : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible (CPU-only build or no GPU): CUDA tests skipped";
+    if (cuda::caching()) GTEST_SKIP() << "runs with UOE_CUDA_NO_CACHING=1 (ctest: CudaNoCaching)";
   }
 };
 
@@ -74,6 +84,26 @@ TEST_F(CudaAllocator, StatisticsFollowAllocationsAndFrees) {
     EXPECT_EQ(cuda::memory_stats(0).allocated, s0.allocated + cuda::allocation_size(4000000));
   }
   EXPECT_EQ(cuda::memory_stats(0).allocated, s0.allocated);
+}
+
+TEST_F(CudaAllocatorWithoutCaching, EveryRequestIsItsOwnAllocationAndFreedMemoryGoesBack) {
+  Allocator& a = cuda::caching_allocator();
+  const AllocatorStats s0 = cuda::memory_stats(0);
+  size_t free0 = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free0, &total), cudaSuccess);
+  void* p = cuda::allocate_on(0, 1000);
+  void* q = cuda::allocate_on(0, 3 * kMiB + 1);
+  const AllocatorStats s1 = cuda::memory_stats(0);
+  EXPECT_EQ(s1.allocated, s0.allocated + 1000 + 3 * kMiB + 1);  // no rounding to size classes
+  EXPECT_EQ(s1.reserved - s0.reserved, s1.allocated - s0.allocated);
+  a.deallocate(p, 1000);
+  a.deallocate(q, 3 * kMiB + 1);
+  const AllocatorStats s2 = cuda::memory_stats(0);
+  EXPECT_EQ(s2.allocated, s0.allocated);
+  EXPECT_EQ(s2.reserved, s0.reserved);  // nothing kept
+  size_t free2 = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free2, &total), cudaSuccess);
+  EXPECT_EQ(free2, free0);
 }
 
 TEST_F(CudaAllocator, TensorsLandOnTheirOwnDeviceWhateverTheCurrentOne) {
