@@ -200,8 +200,9 @@ class CachingAllocator final : public Allocator {
 
   // A block of `bytes` that is a whole new segment of the current stream.
   Block* new_segment(DevicePool& pool, int device, bool small, size_t bytes, size_t requested, cudaStream_t stream) {
+    char* ptr = static_cast<char*>(malloc_segment(device, bytes, requested));  // may throw: before the new
     auto* b = new Block;
-    b->ptr = static_cast<char*>(malloc_segment(device, bytes, requested));
+    b->ptr = ptr;
     b->device = device;
     b->small = small;
     b->size = bytes;

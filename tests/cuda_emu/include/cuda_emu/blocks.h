@@ -179,7 +179,7 @@ struct Block {
   Fiber* current = nullptr;
   Context scheduler;
   void* scheduler_tsan_thread = nullptr;  // the host's ThreadSanitizer thread
-  const void* launched = nullptr;         // ThreadSanitizer's tokens: the host's work before the launch, the threads'
+  const void* launched = nullptr;         // ThreadSanitizer's tokens: the host's work before the block, the threads'
   const void* finished = nullptr;         // work before they end
   const void* scheduler_stack = nullptr;  // its bounds, for AddressSanitizer
   size_t scheduler_stack_size = 0;
