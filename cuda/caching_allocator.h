@@ -12,11 +12,11 @@
 // (the library's default stream orders everything: cuda/stream.h), while work still queued where the block was used
 // could overwrite what another stream writes there (as PyTorch, whose caching allocator also keeps blocks per
 // stream). A request on another stream is served from that stream's segments. A block that work on another stream
-// also uses is marked with record_stream (as
-// PyTorch's Tensor.record_stream): its free then records an event on each such stream, and the block goes back
-// to the pool only once those events have completed (polled on later allocations; empty_cache and the retry
-// after a failed cudaMalloc wait for them). Its bytes leave `allocated` at the free. Allocator::allocate serves
-// the device it is asked for (a tensor's own), whatever the current one. Thread-safe (one mutex).
+// also uses is marked with record_stream (as PyTorch's Tensor.record_stream): its free then records an event on each
+// such stream, and the block goes back to the pool only once those events have completed (polled on later
+// allocations; empty_cache and the retry after a failed cudaMalloc wait for them). Its bytes leave `allocated` at
+// the free. Allocator::allocate serves the device it is asked for (a tensor's own), whatever the current one.
+// Thread-safe (one mutex).
 //
 // UOE_CUDA_NO_CACHING=1 in the environment (read once): no caching, for debugging. Every request gets a cudaMalloc
 // of its own and goes back with cudaFree when freed (after the other streams that used it), so that

@@ -60,7 +60,8 @@ float add(float a, float b) { return __fadd_rn(a, b); }
 // AdamW in the kernel's operation order, one float32 rounding per operation, bfloat16 stored stochastically.
 template <class P>
 void adamw_reference(Param<P>& q, const AdamWStep& s, RoundingKey key) {
-  const float decay = decay_of(s.lr, s.weight_decay), step = s.lr / s.bias_correction1, inv_bc2 = 1.0f / s.bias_correction2;
+  const float decay = decay_of(s.lr, s.weight_decay), step = s.lr / s.bias_correction1;
+  const float inv_bc2 = 1.0f / s.bias_correction2;
   for (size_t i = 0; i < q.p.size(); ++i) {
     const float gi = value(q.g[i]);
     const float mi = add(mul(s.beta1, q.m[i]), mul(1.0f - s.beta1, gi));

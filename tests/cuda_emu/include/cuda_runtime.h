@@ -77,9 +77,9 @@ T atomicMin(T* p, T v) {
 using std::isnan;
 using std::max;
 using std::min;
-// The emulated program fuses a multiply and the add that uses it into one FMA, as nvcc does by default (CMakeLists.txt);
-// the _rn intrinsics are never fused on the GPU, so their operands and products pass through `unfused`, which the
-// optimiser cannot see into: a product behind it is rounded, and an add of it is a plain add.
+// The emulated program fuses a multiply and the add that uses it into one FMA, as nvcc does by default
+// (CMakeLists.txt); the _rn intrinsics are never fused on the GPU, so their operands and products pass through
+// `unfused`, which the optimiser cannot see into: a product behind it is rounded, and an add of it is a plain add.
 template <class T>
 inline T unfused(T x) {
 #if defined(__x86_64__)
