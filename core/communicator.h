@@ -114,5 +114,9 @@ std::unique_ptr<Communicator> make_mpi_communicator();  // MPI_COMM_WORLD; initi
 // start-up by the CUDA backend of a build with NCCL (cuda/nccl_communicator.h), as it installs its allocator.
 using GpuCommunicatorMaker = std::unique_ptr<Communicator> (*)(Communicator& bootstrap, int device);
 void register_gpu_communicator(GpuCommunicatorMaker make);
+// The ranks of `host` with collectives routed by device, as world() routes them under a launcher: CPU tensors
+// through `host`, CUDA tensors through the communicator registered above (made over `host` on first use; an error
+// in a build without NCCL).
+std::unique_ptr<Communicator> route_by_device(std::unique_ptr<Communicator> host);
 
 }  // namespace uoe

@@ -2,6 +2,7 @@
 // started directly is a world of one.
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "core/collective_checks.h"
 #include "core/communicator.h"
@@ -20,9 +21,8 @@ const char* launcher_variable() {
   return nullptr;
 }
 
-#if UOE_WITH_MPI
-// Routes each collective by device: CPU tensors to MPI, CUDA tensors to NCCL (built on first use, for the
-// device of that first tensor: one GPU per rank).
+// Routes each collective by device: CPU tensors to the host communicator (MPI), CUDA tensors to NCCL (built on
+// first use, for the device of that first tensor: one GPU per rank).
 class WorldCommunicator final : public Communicator {
  public:
   explicit WorldCommunicator(std::unique_ptr<Communicator> host) : host_(std::move(host)) {}
@@ -71,13 +71,12 @@ class WorldCommunicator final : public Communicator {
   std::unique_ptr<Communicator> gpu_;  // declared after host_: destroyed before MPI is finalised
   int gpu_device_ = -1;
 };
-#endif
 
 std::unique_ptr<Communicator> make_world() {
   const char* launched = launcher_variable();
   if (!launched) return std::make_unique<LocalCommunicator>();
 #if UOE_WITH_MPI
-  return std::make_unique<WorldCommunicator>(make_mpi_communicator());
+  return route_by_device(make_mpi_communicator());
 #else
   const char* size = std::getenv("OMPI_COMM_WORLD_SIZE") ? std::getenv("OMPI_COMM_WORLD_SIZE") : std::getenv("PMI_SIZE");
   if (size && std::string(size) == "1") return std::make_unique<LocalCommunicator>();
@@ -89,6 +88,10 @@ std::unique_ptr<Communicator> make_world() {
 }  // namespace
 
 void register_gpu_communicator(GpuCommunicatorMaker make) { g_make_gpu_communicator = make; }
+
+std::unique_ptr<Communicator> route_by_device(std::unique_ptr<Communicator> host) {
+  return std::make_unique<WorldCommunicator>(std::move(host));
+}
 
 Communicator& world() {
   static const std::unique_ptr<Communicator> w = make_world();

@@ -1,6 +1,7 @@
-// The NCCL communicator on one rank (its bootstrap a LocalCommunicator): each collective's result, work on the
-// current stream ordered after collectives that run on the communication stream, an async all-reduce dropped
-// without wait(), and wait() ordering the communicator's GPU whichever device is current. Skips without a GPU.
+// The NCCL communicator on one rank (its bootstrap a LocalCommunicator): each collective's result, collectives
+// ordered after the work queued on the current stream before them and work on the current stream ordered after
+// collectives that run on the communication stream, an async all-reduce dropped without wait(), and wait() ordering
+// the communicator's GPU whichever device is current. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include "core/communicator.h"
@@ -20,7 +21,9 @@ class CudaNccl : public ::testing::Test {
   }
 };
 
-Tensor on_gpu(const Tensor& t, int device = 0) { return t.to(Device::cuda(device)); }
+// t on the GPU, written there by a kernel queued on the current stream (a copy from the host waits for itself): a
+// collective must wait for it.
+Tensor on_gpu(const Tensor& t, int device = 0) { return t.to(Device::cuda(device)) * 1.0; }
 std::vector<float> on_cpu(const Tensor& t) { return t.to(Device::cpu()).to_vector<float>(); }
 
 TEST_F(CudaNccl, CollectivesOfOneRankKeepTheirValues) {

@@ -159,5 +159,21 @@ TEST(CudaEmulation, QueuedWorkRunsWhenTheHostWaitsAndInStreamOrder) {
   ASSERT_EQ(cudaFree(d), cudaSuccess);
 }
 
+// As CUDA lets it be: an event destroyed while its record is still queued (the NCCL communicator's `ready` event)
+// lives until the record runs. Freed at once, the record wrote into freed memory: AddressSanitizer (CI's sanitizer
+// build) reports it here.
+TEST(CudaEmulation, AnEventDestroyedBeforeItsRecordRunsLivesUntilItHas) {
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  cudaEvent_t e = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&e, cudaEventDefault), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(e, s), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(e, s), cudaSuccess);
+  EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady);
+  ASSERT_EQ(cudaEventDestroy(e), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
 }  // namespace
 }  // namespace uoe

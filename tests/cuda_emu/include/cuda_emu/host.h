@@ -13,6 +13,8 @@
 // - A launch is checked as the driver checks it (block size, grid size, dynamic shared memory at most 227 KiB as on
 //   an H100 or H200; not whether the kernel's cudaFuncAttributeMaxDynamicSharedMemorySize allows it); a bad one
 //   sets the error cudaGetLastError returns and runs nothing.
+// - Collectives (the NCCL stand-in, nccl.h) are queued work that can run only once every rank, a host thread each,
+//   has issued its part; a host thread that waits for one before then waits without the lock, at most 60 s.
 // Everything is behind one lock; work runs on the host thread that waits for it.
 #pragma once
 #include <sys/mman.h>
@@ -20,6 +22,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -72,10 +75,12 @@ constexpr int kDevices = 2;
 constexpr size_t kDeviceBytes = size_t(4) << 30;
 constexpr size_t kMaxSmemOptin = 227 << 10;
 
-// One queued piece of work and the work of other streams it waits for: (stream, how many of its items).
+// One queued piece of work, the work of other streams it waits for: (stream, how many of its items), and, for a
+// collective, whether it can run yet (every rank has issued its part).
 struct Item {
   std::function<void()> work;
   std::vector<std::pair<CUstream_st*, uint64_t>> waits;
+  std::function<bool()> ready;  // empty: always
 };
 
 }  // namespace uoe::cuda_emu
@@ -92,6 +97,8 @@ struct CUevent_st {
   uint64_t item = 0;              // complete once the stream has run this many items
   bool timing = true;
   std::chrono::steady_clock::time_point when{};
+  int records_queued = 0;  // records not yet run: a destroyed event lives until they have
+  bool destroyed = false;
 };
 
 namespace uoe::cuda_emu {
@@ -112,6 +119,7 @@ struct State {
   std::map<uintptr_t, Allocation> allocations;
   std::array<size_t, kDevices> used{};
   int device_access = 0;  // how many DeviceAccess are open: device memory is accessible while any is
+  std::condition_variable_any issued;  // notified whenever work is queued (a collective may have become ready)
   State() {
     for (int d = 0; d < kDevices; ++d) {
       legacy[size_t(d)].device = d, legacy[size_t(d)].legacy = true;
@@ -155,32 +163,50 @@ class DeviceAccess {
   }
 };
 
-// Runs `s`'s queued work until it has run `upto` items (and, first, whatever each item waits for).
-inline void run_until(CUstream_st* s, uint64_t upto) {
+// Runs `s`'s queued work until it has run `upto` items (and, first, whatever each item waits for); false when it
+// stopped at a collective that not every rank has issued yet.
+inline bool run_until(CUstream_st* s, uint64_t upto) {
   std::lock_guard<std::recursive_mutex> lock(state().mu);
-  if (s->done >= upto) return;
+  if (s->done >= upto) return true;
   DeviceAccess access;
   while (s->done < upto) {
+    const Item& next = s->queue.front();
+    for (auto [other, n] : next.waits)
+      if (!run_until(other, n)) return false;
+    if (next.ready && !next.ready()) return false;
     Item item = std::move(s->queue.front());
     s->queue.pop_front();
-    for (auto [other, n] : item.waits) run_until(other, n);
     if (item.work) item.work();
     ++s->done;
   }
+  return true;
 }
-inline void run_all(CUstream_st* s) { run_until(s, s->issued); }
-inline void run_device(int device) {
+inline bool run_all(CUstream_st* s) { return run_until(s, s->issued); }
+inline bool run_device(int device) {
   std::lock_guard<std::recursive_mutex> lock(state().mu);
   for (CUstream_st* s : state().streams)
-    if (s->device == device) run_all(s);
+    if (s->device == device && !run_all(s)) return false;
+  return true;
 }
 
-// Queues `work` on `stream`, after what CUDA orders before it; returns the item's number (1-based).
-inline uint64_t enqueue(cudaStream_t stream, std::function<void()> work) {
+// How a host thread waits for device work: runs it with `runs` (one of the above) and, while that stops at a
+// collective other ranks have not issued, waits for them without the lock. The caller must not hold the lock.
+template <class Runs>
+void wait_for(const char* call, const Runs& runs) {
+  std::unique_lock<std::recursive_mutex> lock(state().mu);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!runs())
+    if (state().issued.wait_until(lock, deadline) == std::cv_status::timeout && !runs())
+      return fault(std::string(call) + " waits for a collective that another rank has not issued within 60 s");
+}
+
+// Queues `work` on `stream`, after what CUDA orders before it (and, for a collective, once `ready`); returns the
+// item's number (1-based).
+inline uint64_t enqueue(cudaStream_t stream, std::function<void()> work, std::function<bool()> ready = {}) {
   State& st = state();
   std::lock_guard<std::recursive_mutex> lock(st.mu);
   CUstream_st* s = resolve(stream);
-  Item item{std::move(work), {}};
+  Item item{std::move(work), {}, std::move(ready)};
   if (s->legacy) {  // the legacy stream waits for every blocking stream of its device
     for (CUstream_st* o : st.streams)
       if (o != s && o->blocking && o->device == s->device) item.waits.emplace_back(o, o->issued);
@@ -189,6 +215,7 @@ inline uint64_t enqueue(cudaStream_t stream, std::function<void()> work) {
     item.waits.emplace_back(l, l->issued);
   }
   s->queue.push_back(std::move(item));
+  st.issued.notify_all();
   return ++s->issued;
 }
 
@@ -311,10 +338,15 @@ inline cudaError_t cudaFree(void* p) {
   using namespace uoe::cuda_emu;
   if (!p) return cudaSuccess;
   State& st = state();
-  std::lock_guard<std::recursive_mutex> lock(st.mu);
+  std::unique_lock<std::recursive_mutex> lock(st.mu);
   auto it = st.allocations.find(reinterpret_cast<uintptr_t>(p));
   if (it == st.allocations.end() || it->second.kind != Memory::device) return fail_with(cudaErrorInvalidValue);
-  run_device(it->second.device);
+  const int device = it->second.device;
+  lock.unlock();
+  wait_for("cudaFree", [device] { return run_device(device); });
+  lock.lock();
+  it = st.allocations.find(reinterpret_cast<uintptr_t>(p));
+  if (it == st.allocations.end()) return fail_with(cudaErrorInvalidValue);  // freed by another thread meanwhile
   st.used[size_t(it->second.device)] -= it->second.bytes;
   munmap(it->second.mapping, it->second.mapped + size_t(sysconf(_SC_PAGESIZE)));
   st.allocations.erase(it);
@@ -331,10 +363,14 @@ inline cudaError_t cudaMallocHost(void** p, size_t bytes) {
 inline cudaError_t cudaFreeHost(void* p) {
   using namespace uoe::cuda_emu;
   if (!p) return cudaSuccess;
+  wait_for("cudaFreeHost", [] {  // as cudaFreeHost, which waits for the work using it
+    for (CUstream_st* s : state().streams)
+      if (!run_all(s)) return false;
+    return true;
+  });
   std::lock_guard<std::recursive_mutex> lock(state().mu);
   auto it = state().allocations.find(reinterpret_cast<uintptr_t>(p));
   if (it == state().allocations.end() || it->second.kind != Memory::pinned) return fail_with(cudaErrorInvalidValue);
-  for (CUstream_st* s : state().streams) run_all(s);  // as cudaFreeHost, which waits for the work using it
   state().allocations.erase(it);
   ::operator delete[](p, std::align_val_t(256));
   return cudaSuccess;
@@ -365,7 +401,7 @@ inline cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void
 inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind, cudaStream_t stream = nullptr) {
   using namespace uoe::cuda_emu;
   if (n == 0) return cudaSuccess;
-  std::lock_guard<std::recursive_mutex> lock(state().mu);
+  std::unique_lock<std::recursive_mutex> lock(state().mu);
   uint64_t item = 0;
   if (pageable(src)) {
     auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(src),
@@ -374,13 +410,15 @@ inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMem
   } else {
     item = enqueue(stream, [dst, src, n] { std::memmove(dst, src, n); });
   }
-  if (pageable(dst)) run_until(resolve(stream), item);
+  const bool to_pageable = pageable(dst);
+  lock.unlock();
+  if (to_pageable) wait_for("cudaMemcpyAsync", [s = resolve(stream), item] { return run_until(s, item); });
   return cudaSuccess;
 }
 inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
   using namespace uoe::cuda_emu;
   if (cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, nullptr); e != cudaSuccess) return e;
-  run_all(resolve(nullptr));
+  wait_for("cudaMemcpy", [s = resolve(nullptr)] { return run_all(s); });
   return cudaSuccess;
 }
 inline cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t stream = nullptr) {
@@ -411,15 +449,18 @@ inline cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWi
 // Queued work still runs (as on a GPU, where it completes after the stream is destroyed).
 inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
   using namespace uoe::cuda_emu;
-  std::lock_guard<std::recursive_mutex> lock(state().mu);
+  std::unique_lock<std::recursive_mutex> lock(state().mu);
   if (!s || !state().streams.count(s)) return fail_with(cudaErrorInvalidResourceHandle);
-  run_all(s);
+  lock.unlock();
+  wait_for("cudaStreamDestroy", [s] { return run_all(s); });
+  lock.lock();
   state().streams.erase(s);
   delete s;
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-  uoe::cuda_emu::run_all(uoe::cuda_emu::resolve(s));
+  using namespace uoe::cuda_emu;
+  wait_for("cudaStreamSynchronize", [st = resolve(s)] { return run_all(st); });
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamQuery(cudaStream_t s) {
@@ -428,7 +469,8 @@ inline cudaError_t cudaStreamQuery(cudaStream_t s) {
   return st->done == st->issued ? cudaSuccess : cudaErrorNotReady;
 }
 inline cudaError_t cudaDeviceSynchronize() {
-  uoe::cuda_emu::run_device(uoe::cuda_emu::t_device);
+  using namespace uoe::cuda_emu;
+  wait_for("cudaDeviceSynchronize", [d = t_device] { return run_device(d); });
   return cudaSuccess;
 }
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
@@ -436,15 +478,24 @@ inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
   (*e)->timing = (flags & cudaEventDisableTiming) == 0;
   return cudaSuccess;
 }
+// As in CUDA, an event destroyed while a record of it is queued is released once that record has run.
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
-  delete e;
+  std::lock_guard<std::recursive_mutex> lock(uoe::cuda_emu::state().mu);
+  if (e->records_queued > 0)
+    e->destroyed = true;
+  else
+    delete e;
   return cudaSuccess;
 }
 inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t stream = nullptr) {
   using namespace uoe::cuda_emu;
   std::lock_guard<std::recursive_mutex> lock(state().mu);
   e->stream = resolve(stream);
-  e->item = enqueue(stream, [e] { e->when = std::chrono::steady_clock::now(); });
+  ++e->records_queued;
+  e->item = enqueue(stream, [e] {
+    e->when = std::chrono::steady_clock::now();
+    if (--e->records_queued == 0 && e->destroyed) delete e;
+  });
   return cudaSuccess;
 }
 inline cudaError_t cudaEventQuery(cudaEvent_t e) {
@@ -452,7 +503,8 @@ inline cudaError_t cudaEventQuery(cudaEvent_t e) {
   return !e->stream || e->stream->done >= e->item ? cudaSuccess : cudaErrorNotReady;
 }
 inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-  if (e->stream) uoe::cuda_emu::run_until(e->stream, e->item);
+  using namespace uoe::cuda_emu;
+  if (e->stream) wait_for("cudaEventSynchronize", [e] { return run_until(e->stream, e->item); });
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t e, unsigned = 0) {
