@@ -293,7 +293,8 @@ void perform(Operation& op, int rank) {
     run_collective(calls, writes);
   }
   if (!run_point_to_point(op, writes)) return;
-  for (const Write& w : writes) std::memcpy(w.to, w.bytes.data(), w.bytes.size());
+  for (const Write& w : writes)
+    if (!w.bytes.empty()) std::memcpy(w.to, w.bytes.data(), w.bytes.size());
 }
 
 // Queues `rank`'s part of its communicator's next operation on `stream`.
