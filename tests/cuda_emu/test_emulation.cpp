@@ -1,10 +1,14 @@
 // The CUDA stand-in itself (tests/cuda_emu/include): that it reports what it promises to (a deadlock at a barrier,
 // a missing barrier, a bad launch, work read before the host waited for it, the host touching device memory) and
-// rounds as nvcc's code does (fused multiply-adds, unfused _rn intrinsics), so that the emulated tests can fail.
+// rounds as nvcc's code does (fused multiply-adds, unfused _rn intrinsics, math functions off by CUDA's documented
+// error), so that the emulated tests can fail.
 #include <cuda_runtime.h>
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -173,6 +177,32 @@ TEST(CudaEmulation, AnEventDestroyedBeforeItsRecordRunsLivesUntilItHas) {
   ASSERT_EQ(cudaEventDestroy(e), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+// The kernels' math functions (uoe::cuda::expf, ... of cuda_emu/libdevice.h) are glibc's moved by at most CUDA's
+// documented error, by some ulps for most arguments, the same for the same argument; exact results stay exact.
+TEST(CudaEmulation, MathFunctionsAreAsInexactAsCudasAndNoMore) {
+  const auto ulps = [](float a, float b) {
+    return std::abs(int64_t(std::bit_cast<int32_t>(a)) - std::bit_cast<int32_t>(b));
+  };
+  int64_t moved = 0, worst = 0;
+  for (int i = 1; i <= 1000; ++i) {
+    const float x = -8.0f + 0.0161f * float(i);
+    const int64_t e = ulps(cuda::expf(x), std::exp(x)), l = ulps(cuda::logf(x + 9.0f), std::log(x + 9.0f)),
+                  t = ulps(cuda::tanhf(x), std::tanh(x));
+    EXPECT_EQ(cuda::expf(x), cuda::expf(x));
+    EXPECT_LE(e, 2) << x;
+    EXPECT_LE(l, 1) << x;
+    EXPECT_LE(t, 2) << x;
+    moved += e > 0;
+    worst = std::max({worst, e, l, t});
+  }
+  EXPECT_GT(moved, 500) << "expf should differ from glibc's for most arguments";
+  EXPECT_EQ(worst, 2);
+  EXPECT_EQ(cuda::expf(0.0f), 1.0f);
+  EXPECT_EQ(cuda::exp2f(-3.0f), 0.125f);
+  EXPECT_EQ(cuda::logf(1.0f), 0.0f);
+  EXPECT_EQ(cuda::exp(-1.0e300), 0.0);
 }
 
 }  // namespace

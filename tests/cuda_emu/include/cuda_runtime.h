@@ -1,7 +1,8 @@
 // A CPU stand-in for the CUDA runtime (tests/cuda_emu), found before any real one on the include path of the
 // programs that run CUDA code on the CPU: the thread blocks (cuda_emu/blocks.h), the host API (cuda_emu/host.h) and
-// the device functions the kernels of cuda/ use. Not a CUDA implementation: a way to check, on machines without a
-// GPU, a kernel's indexing and its code paths against each other and the math, and the host code around them.
+// the device functions the kernels of cuda/ use, their math functions as inexact as CUDA's (cuda_emu/libdevice.h).
+// Not a CUDA implementation: a way to check, on machines without a GPU, a kernel's indexing and its code paths
+// against each other and the math, and the host code around them.
 #pragma once
 #include <atomic>
 #include <bit>
@@ -10,6 +11,7 @@
 
 #include "cuda_emu/blocks.h"
 #include "cuda_emu/host.h"
+#include "cuda_emu/libdevice.h"
 
 #define __global__
 #define __device__
