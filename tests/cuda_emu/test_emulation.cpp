@@ -1,7 +1,7 @@
 // The CUDA stand-in itself (tests/cuda_emu/include): that it reports what it promises to (a deadlock at a barrier,
-// a missing barrier, a bad launch, work read before the host waited for it, the host touching device memory) and
-// rounds as nvcc's code does (fused multiply-adds, unfused _rn intrinsics, math functions off by CUDA's documented
-// error), so that the emulated tests can fail.
+// a missing barrier, a bad launch, work read before the host waited for it, the host touching device memory, a
+// kernel that depends on the order of its blocks) and rounds as nvcc's code does (fused multiply-adds, unfused _rn
+// intrinsics, math functions off by CUDA's documented error), so that the emulated tests can fail.
 #include <cuda_runtime.h>
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
@@ -177,6 +177,29 @@ TEST(CudaEmulation, AnEventDestroyedBeforeItsRecordRunsLivesUntilItHas) {
   ASSERT_EQ(cudaEventDestroy(e), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+// Every block writes its index to the same element, without an atomic: which block wins depends on the order.
+__global__ void last_block_wins_kernel(uint32_t* out) {
+  if (threadIdx.x == 0) out[0] = blockIdx.x;
+}
+
+TEST(CudaEmulation, ReversedBlocksChangeWhatAKernelThatDependsOnBlockOrderWrites) {
+  uint32_t* d = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), sizeof(uint32_t)), cudaSuccess);
+  const auto winner = [d] {
+    cuda_emu::launch_kernel([](auto&&... x) { last_block_wins_kernel(x...); }, 8, 32)(d);
+    uint32_t v = 0;
+    EXPECT_EQ(cudaMemcpy(&v, d, sizeof v, cudaMemcpyDeviceToHost), cudaSuccess);
+    return v;
+  };
+  const bool saved = cuda_emu::blocks_reversed();
+  cuda_emu::blocks_reversed() = false;
+  EXPECT_EQ(winner(), 7u);
+  cuda_emu::blocks_reversed() = true;
+  EXPECT_EQ(winner(), 0u);
+  cuda_emu::blocks_reversed() = saved;
+  ASSERT_EQ(cudaFree(d), cudaSuccess);
 }
 
 // The kernels' math functions (uoe::cuda::expf, ... of cuda_emu/libdevice.h) are glibc's moved by at most CUDA's

@@ -1,13 +1,16 @@
 // The thread blocks of the CPU stand-in for CUDA (tests/cuda_emu): how a grid runs on the CPU.
 //
-// Blocks run one after another. The threads of a block are fibers on the calling OS thread, each with its own stack
-// (switched by tests/cuda_emu/support/fiber_switch.cpp on x86-64, by ucontext elsewhere): a thread runs until it finishes or waits at a barrier (__syncthreads, or a warp-collective step
-// such as a shuffle), then the next runnable one runs. The first pass runs the threads in order, the next passes in
+// Blocks run one after another, in order, or in reverse order with UOE_EMU_BLOCKS=reversed: a kernel whose result
+// depends on the order (two blocks writing one element without an atomic, a block reading what another writes) then
+// gives another result (ctest's CudaBlocksReversed entry). The threads of a block are fibers on the calling OS
+// thread, each with its own stack (switched by tests/cuda_emu/support/fiber_switch.cpp on x86-64, by ucontext
+// elsewhere): a thread runs until it finishes or waits at a barrier (__syncthreads, or a warp-collective step such
+// as a shuffle), then the next runnable one runs. The first pass runs the threads in order, the next passes in
 // reverse order, so that a read of what another thread writes without a barrier between sees a different outcome
-// depending on which of the two comes first. A barrier that some threads never reach (the others finished or wait
-// at another) is reported as a deadlock. Each block has its own dynamic shared memory, filled with 0xff bytes (NaN
-// as float or bfloat16) so that a read of shared memory nothing wrote shows, and followed by a guard as large again
-// (at least 4 KiB) whose change fails the running test. A violated precondition fails the running test (fault()).
+// depending on which of the two comes first. A barrier that some threads never reach (the others finished or wait at
+// another) is reported as a deadlock. Each block has its own dynamic shared memory, filled with 0xff bytes (NaN as
+// float or bfloat16) so that a read of shared memory nothing wrote shows, and followed by a guard as large again (at
+// least 4 KiB) whose change fails the running test. A violated precondition fails the running test (fault()).
 #pragma once
 #include <gtest/gtest.h>
 #include <ucontext.h>
@@ -15,6 +18,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -316,6 +320,15 @@ inline bool run_fibers(Block& blk, unsigned block_index) {
   }
 }
 
+// Whether blocks run last to first: UOE_EMU_BLOCKS=reversed at start-up (the stand-in's own test sets it too).
+inline bool& blocks_reversed() {
+  static bool reversed = [] {
+    const char* v = std::getenv("UOE_EMU_BLOCKS");
+    return v && std::strcmp(v, "reversed") == 0;
+  }();
+  return reversed;
+}
+
 // Runs f() on every thread of a grid of blocks of `block` threads (at most 1024), each thread with its threadIdx,
 // blockIdx, blockDim and gridDim set, each block with smem_bytes of dynamic shared memory; returns when every block
 // is done.
@@ -330,7 +343,8 @@ void launch(dim3 grid, dim3 block, F&& f, size_t smem_bytes = 0) {
     tsan::Ignore bookkeeping;
     FiberStart<Body>::body = &f;
     const uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;
-    for (uint64_t b = 0; b < blocks; ++b) {
+    for (uint64_t k = 0; k < blocks; ++k) {
+      const uint64_t b = blocks_reversed() ? blocks - 1 - k : k;
       Block blk(size, smem_bytes);
       current_block = &blk;
       blk.scheduler_tsan_thread = tsan::current_thread(), blk.launched = &launched, blk.finished = &finished;
