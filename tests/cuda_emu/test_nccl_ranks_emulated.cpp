@@ -1,12 +1,14 @@
-// NCCL across two emulated GPUs (the NCCL stand-in; ranks are threads, thread_ranks.h): every collective of the NCCL
-// communicator against its definition computed on the CPU, groups made by split, an expert-parallel FFN layer on two
-// GPUs against the same layer on one; and the stand-in itself: it checks what NCCL checks, and what NCCL would hang
-// on or corrupt memory with fails the test.
+// NCCL across emulated GPUs (the NCCL stand-in; ranks are threads, thread_ranks.h): every collective of the NCCL
+// communicator against its definition computed on the CPU, groups made by split, data and expert parallelism (on two
+// GPUs, and expert groups with replicas on four) against the same layer on one GPU; and the stand-in itself: it
+// checks what NCCL checks, and what NCCL would hang on or corrupt memory with fails the test.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 #include <nccl.h>
 
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <mutex>
 #include <thread>
 
@@ -161,6 +163,47 @@ void expect_two_gpus_equal_one(const nn::ModelConfig& c) {
   });
 }
 
+// As FourRanks.ExpertGroupsOfTwoWithReplicasFollowOneProcess (tests/distributed/mpi), on four GPUs: the experts
+// split over groups of two ranks ({0, 1} and {2, 3}), each half of them replicated in two groups ({0, 2}, {1, 3});
+// each rank a quarter of the tokens. Collectives of three communicators share each GPU's communication stream, in
+// the order each rank issues them.
+TEST(NcclRanks, ExpertGroupsOfTwoWithReplicasOnFourGpusEqualOneGpu) {
+  const nn::ModelConfig c = test::micro_config(nn::FfnKind::UoE);
+  constexpr int64_t kTokens = 24, kQuarter = kTokens / 4;
+  const Tensor x_all = randn({kTokens, c.d_model}), probe = randn({kTokens, c.d_model});
+  const std::shared_ptr<nn::Ffn> whole = fresh_layer(c, 0, nullptr);
+  Tensor x_whole = on(x_all, 0);
+  x_whole.requires_grad_(true);
+  const Tensor y_whole = whole->forward(x_whole).y;
+  ops::sum(y_whole * on(probe, 0)).backward();
+  const Tensor y_ref = y_whole.detach().to(Device::cpu()), x_grad_ref = x_whole.grad().to(Device::cpu());
+  const std::vector<Tensor> grads_ref = gradients(*whole);
+  test::run_ranks(4, [&](Communicator& world) {
+    const int r = world.rank();
+    const std::unique_ptr<Communicator> experts = world.split(r / 2, r), replicas = world.split(r % 2, r);
+    const std::shared_ptr<nn::Ffn> ffn = fresh_layer(c, r, experts.get());
+    Tensor x = on(x_all.narrow(0, r * kQuarter, kQuarter), r);
+    x.requires_grad_(true);
+    const Tensor y = ffn->forward(x).y;
+    ops::sum(y * on(probe.narrow(0, r * kQuarter, kQuarter), r)).backward();
+    EXPECT_LT(testing::max_abs_diff(y.to(Device::cpu()), y_ref.narrow(0, r * kQuarter, kQuarter)), 1e-6);
+    EXPECT_LT(testing::max_abs_diff(x.grad().to(Device::cpu()), x_grad_ref.narrow(0, r * kQuarter, kQuarter)), 1e-6);
+    const nn::NamedTensors mine = ffn->named_parameters();
+    ASSERT_EQ(mine.size(), grads_ref.size());
+    for (size_t i = 0; i < mine.size(); ++i) {
+      const Tensor g = mine[i].second.grad().contiguous();
+      Tensor expected = grads_ref[i];
+      if (g.dim() == 3 && g.size(0) * 2 == expected.size(0)) {  // this expert group's half: the replica adds its tokens
+        replicas->all_reduce(g);
+        expected = expected.narrow(0, experts->rank() * g.size(0), g.size(0));
+      } else {
+        world.all_reduce(g);
+      }
+      EXPECT_LT(testing::max_abs_diff(g.to(Device::cpu()), expected), 1e-5) << "gradient of " << mine[i].first;
+    }
+  });
+}
+
 TEST(NcclRanks, ExpertParallelFfnOnTwoGpusEqualsOneGpu) {
   for (nn::FfnKind kind : {nn::FfnKind::MoE, nn::FfnKind::AoE, nn::FfnKind::UoE}) {
     SCOPED_TRACE(int(kind));
@@ -239,6 +282,45 @@ TEST(NcclStandIn, WhatNcclWouldHangOnFailsTheTest) {
   EXPECT_NONFATAL_FAILURE_ON_ALL_THREADS(send_without_receive(),
                                          "rank 0 sends ncclSend(count 4, type 7, peer 1) to rank 1, which receives "
                                          "nothing");
+}
+
+// Rank 1 queues an all-reduce of communicator B ({1, 2}) before one of A ({0, 1}) on its stream, and rank 2 issues
+// its part of B late: A's all-reduce, which rank 0 waits for, waits for B's, as on a GPU; both sum right.
+TEST(NcclStandIn, ACollectiveWaitsForWhatAnotherRankQueuedBeforeIt) {
+  ncclUniqueId a, b;
+  ASSERT_EQ(ncclGetUniqueId(&a), ncclSuccess);
+  ASSERT_EQ(ncclGetUniqueId(&b), ncclSuccess);
+  std::vector<std::array<float, 2>> got(3);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r)
+    ranks.emplace_back([&, r] {
+      cudaSetDevice(r);
+      ncclComm_t in_a = nullptr, in_b = nullptr;
+      const ncclResult_t joined_a = r <= 1 ? ncclCommInitRank(&in_a, 2, a, r) : ncclSuccess;
+      const ncclResult_t joined_b = r >= 1 ? ncclCommInitRank(&in_b, 2, b, r - 1) : ncclSuccess;
+      EXPECT_EQ(joined_a, ncclSuccess);
+      EXPECT_EQ(joined_b, ncclSuccess);
+      float* buffer = nullptr;  // [A's value, B's value]
+      ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buffer), 2 * sizeof(float)), cudaSuccess);
+      const std::array<float, 2> mine = {float(r + 1), float(r + 1)};
+      cudaMemcpy(buffer, mine.data(), sizeof mine, cudaMemcpyHostToDevice);
+      if (r == 2) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      const ncclResult_t summed_b = in_b ? ncclAllReduce(buffer + 1, buffer + 1, 1, ncclFloat32, ncclSum, in_b, nullptr)
+                                         : ncclSuccess;
+      const ncclResult_t summed_a = in_a ? ncclAllReduce(buffer, buffer, 1, ncclFloat32, ncclSum, in_a, nullptr)
+                                         : ncclSuccess;
+      EXPECT_EQ(summed_b, ncclSuccess);
+      EXPECT_EQ(summed_a, ncclSuccess);
+      cudaMemcpy(got[size_t(r)].data(), buffer, sizeof mine, cudaMemcpyDeviceToHost);
+      cudaFree(buffer);
+      ncclCommDestroy(in_a);
+      ncclCommDestroy(in_b);
+    });
+  for (std::thread& t : ranks) t.join();
+  EXPECT_EQ(got[0][0], 3.0f);  // A: 1 + 2
+  EXPECT_EQ(got[1][0], 3.0f);
+  EXPECT_EQ(got[1][1], 5.0f);  // B: 2 + 3
+  EXPECT_EQ(got[2][1], 5.0f);
 }
 
 TEST(NcclStandIn, ChecksTheArgumentsAsNcclDoes) {

@@ -1,7 +1,11 @@
 // A CPU stand-in for NCCL (tests/cuda_emu), found before any real one on the include path of the emulated program:
 // the part of NCCL's API that cuda/nccl_communicator.cpp calls, with NCCL's types and values. The ranks of a
-// communicator are host threads of this process, one emulated GPU each (cuda_emu/host.h has two); a collective is
+// communicator are host threads of this process, one emulated GPU each (cuda_emu/host.h has four); a collective is
 // work queued on the stream it is issued to, which runs once every rank has issued its part, in stream order.
+//
+// A rank's part waits, as on a GPU, for the work each rank queued before it, which may itself wait for collectives of
+// other communicators (on the same stream); ranks that issue collectives in different orders deadlock, and the host
+// thread that waits for them fails the test after 60 s.
 //
 // Checked as NCCL checks them, failing the call with ncclInvalidArgument or ncclInvalidUsage and a message for
 // ncclGetLastError: the arguments (type, operation, root or peer, counts), buffers that are not device memory of the

@@ -262,28 +262,50 @@ bool run_point_to_point(const Operation& op, std::vector<Write>& writes) {
   return true;
 }
 
-// Runs the work each other rank queued before its part (its part's own waits included), so that every input is
-// there; false (with a fault) if that work stops at a collective some rank has not issued.
-bool run_inputs(const Operation& op, int rank) {
-  for (size_t r = 0; r < op.queued.size(); ++r) {
-    if (int(r) == rank) continue;
-    auto [stream, item] = op.queued[r];
-    bool ran = run_until(stream, item - 1);
-    for (auto [other, n] : stream->queue.front().waits) ran = ran && run_until(other, n);
-    if (!ran) {
-      fault("NCCL operation " + std::to_string(op.index) + ": rank " + std::to_string(r) +
-            "'s stream waits, before its part, for a collective that not every rank has issued");
-      return false;
-    }
-  }
+// The work queued on `stream` before its `item` (the item's own waits included): run, or whether it could run. False
+// too when the item was taken to run already (only ranks that issued their operations in different orders get there).
+bool run_before(CUstream_st* stream, uint64_t item) {
+  if (!run_until(stream, item - 1) || !queued_item(stream, item)) return false;
+  for (auto [other, n] : queued_item(stream, item)->waits)
+    if (!run_until(other, n)) return false;
   return true;
+}
+bool can_run_before(const CUstream_st* stream, uint64_t item) {
+  if (!can_run(stream, item - 1) || !queued_item(stream, item)) return false;
+  for (auto [other, n] : queued_item(stream, item)->waits)
+    if (!can_run(other, n)) return false;
+  return true;
+}
+
+// Whether `rank`'s part can run: every rank has issued its part, and what each other rank queued before its part can
+// run (it may wait for other collectives: of another communicator on the same stream, as on a GPU). Ranks that issue
+// collectives in different orders wait for each other in a cycle, a deadlock: never ready.
+bool ready(const Operation& op, int rank) {
+  if (op.done) return true;
+  if (op.issued < int(op.parts.size())) return false;
+  thread_local std::vector<const Operation*> checking;  // whose readiness is being asked, outermost first
+  if (std::find(checking.begin(), checking.end(), &op) != checking.end()) return false;
+  checking.push_back(&op);
+  bool ok = true;
+  for (size_t r = 0; ok && r < op.queued.size(); ++r)
+    if (int(r) != rank) ok = can_run_before(op.queued[r].first, op.queued[r].second);
+  checking.pop_back();
+  return ok;
+}
+
+// Runs the work each other rank queued before its part, so that every input is there (ready() said it can run).
+void run_inputs(const Operation& op, int rank) {
+  for (size_t r = 0; r < op.queued.size(); ++r)
+    if (int(r) != rank && !run_before(op.queued[r].first, op.queued[r].second))
+      fault("NCCL operation " + std::to_string(op.index) + ": rank " + std::to_string(r) +
+            "'s work before its part stopped at a collective, although it could run");
 }
 
 // The item of `rank`'s part: runs the whole operation, unless another rank's item did.
 void perform(Operation& op, int rank) {
   if (op.done) return;
   op.done = true;
-  if (!run_inputs(op, rank)) return;
+  run_inputs(op, rank);
   std::vector<std::vector<Call>> collectives(op.parts.size());
   if (!collectives_match(op, collectives)) return;
   std::vector<Write> writes;
@@ -309,7 +331,7 @@ void issue(ncclComm* comm, std::vector<Call> calls, cudaStream_t stream) {
   if (++op->issued == clique.nranks) clique.issuing.erase(index);
   const int rank = comm->rank;
   const uint64_t item = enqueue(
-      stream, [op, rank] { perform(*op, rank); }, [op] { return op->issued == int(op->parts.size()); });
+      stream, [op, rank] { perform(*op, rank); }, [op, rank] { return ready(*op, rank); });
   op->queued[size_t(rank)] = {resolve(stream), item};
 }
 

@@ -1,7 +1,7 @@
 // The host side of the CPU stand-in for CUDA (tests/cuda_emu): devices, memory, streams, events and kernel launches,
 // as the CUDA runtime API documents them, on the CPU.
 //
-// - Two devices of 4 GiB each (cudaMemGetInfo counts what cudaMalloc handed out). Device memory is host memory that
+// - Four devices of 4 GiB each (cudaMemGetInfo counts what cudaMalloc handed out). Device memory is host memory that
 //   only device work may touch: it is mapped without access, and opened while queued work (kernels, copies,
 //   memsets, cuBLAS) runs; so host code that reads or writes it directly crashes here (SIGSEGV, at the line that
 //   did it) as it would on a GPU. Each allocation ends at an inaccessible page, so a read past its end crashes too.
@@ -71,7 +71,7 @@ using cudaEvent_t = CUevent_st*;
 
 namespace uoe::cuda_emu {
 
-constexpr int kDevices = 2;
+constexpr int kDevices = 4;
 constexpr size_t kDeviceBytes = size_t(4) << 30;
 constexpr size_t kMaxSmemOptin = 227 << 10;
 
@@ -91,6 +91,7 @@ struct CUstream_st {
   bool legacy = false;
   std::deque<uoe::cuda_emu::Item> queue;
   uint64_t issued = 0, done = 0;  // items issued to the stream, and run
+  uint64_t taken = 0;             // items taken from the queue to run (done, or one more while it runs)
 };
 struct CUevent_st {
   CUstream_st* stream = nullptr;  // where it was last recorded (nullptr: never)
@@ -176,12 +177,30 @@ inline bool run_until(CUstream_st* s, uint64_t upto) {
     if (next.ready && !next.ready()) return false;
     Item item = std::move(s->queue.front());
     s->queue.pop_front();
+    ++s->taken;
     if (item.work) item.work();
     ++s->done;
   }
   return true;
 }
 inline bool run_all(CUstream_st* s) { return run_until(s, s->issued); }
+
+// Item i (1-based) of `s` while it is queued; null once taken to run.
+inline const Item* queued_item(const CUstream_st* s, uint64_t i) {
+  return i > s->taken && i <= s->issued ? &s->queue[size_t(i - s->taken - 1)] : nullptr;
+}
+
+// Whether run_until(s, upto) would get there without stopping at a collective; runs nothing.
+inline bool can_run(const CUstream_st* s, uint64_t upto) {
+  std::lock_guard<std::recursive_mutex> lock(state().mu);
+  for (uint64_t i = s->taken + 1; i <= std::min(upto, s->issued); ++i) {
+    const Item& item = *queued_item(s, i);
+    for (auto [other, n] : item.waits)
+      if (!can_run(other, n)) return false;
+    if (item.ready && !item.ready()) return false;
+  }
+  return true;
+}
 inline bool run_device(int device) {
   std::lock_guard<std::recursive_mutex> lock(state().mu);
   for (CUstream_st* s : state().streams)
