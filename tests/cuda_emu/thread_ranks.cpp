@@ -73,6 +73,9 @@ Tensor reduce(const Communicator& c, const char* name, const std::vector<Tensor>
   const bool floating = is_floating(dtype);
   Tensor acc = parts[0].to(floating ? DType::Float64 : DType::Int64).contiguous().clone();
   for (size_t r = 1; r < parts.size(); ++r) {
+    UOE_CHECK(parts[r].dtype() == dtype && parts[r].shape() == parts[0].shape(), where(c, name), "rank ", r, "'s ",
+              dtype_name(parts[r].dtype()), " tensor of ", parts[r].numel(), " elements differs from rank 0's ",
+              dtype_name(dtype), " tensor of ", parts[0].numel());
     const Tensor x = parts[r].to(acc.dtype()).contiguous();
     const auto combine = [&](auto* a, const auto* b) {
       for (int64_t i = 0; i < acc.numel(); ++i) a[i] = op == ReduceOp::Sum ? a[i] + b[i] : std::max(a[i], b[i]);
